@@ -1,0 +1,55 @@
+# ringio's two set-up commands on a fresh machine: `make test` and `make bench`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+export PYO3_PYTHON := $(abspath $(PY))
+
+.PHONY: test bench lint docs venv install bench-deps sanitize clean fmt
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# Rebuilds the Rust core whenever a source file is newer than the last install.
+$(STAMP): $(PY) pyproject.toml Cargo.toml $(shell find src -name '*.rs')
+	$(PIP) install -q -e '.[test,lint]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	cargo test --quiet
+	$(PY) -m pytest -q
+
+lint: install
+	cargo fmt --check
+	cargo clippy --quiet --all-targets -- -D warnings
+	$(VENV)/bin/ruff check python tests bench examples
+
+fmt:
+	cargo fmt
+	$(VENV)/bin/ruff check --fix python tests bench examples
+	$(VENV)/bin/ruff format python tests bench examples
+
+# Peers the benchmarks compare against: Python packages from the `bench` extra,
+# Debian packages for libaio and fio.
+bench-deps: install
+	$(PIP) install -q -e '.[test,lint,bench]'
+	@if ! command -v fio >/dev/null || ! ldconfig -p | grep -q libaio.so.1; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio libaio1 >/dev/null) \
+		|| (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio libaio1t64 >/dev/null) \
+		|| echo "bench: could not install fio/libaio1; those peers will be skipped"; \
+	fi
+
+bench: bench-deps
+	$(PY) -m ringio bench all --quick
+
+docs: install
+	$(PIP) install -q -e '.[docs]'
+	$(VENV)/bin/mkdocs build --strict
+
+clean:
+	rm -rf $(VENV) target site

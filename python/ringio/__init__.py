@@ -1,0 +1,30 @@
+"""ringio: completion-based asynchronous I/O for Python on Linux.
+
+ringio talks to the kernel's completion interfaces directly (kernel AIO today,
+io_uring next), from asyncio, with no thread pools.
+"""
+
+from __future__ import annotations
+
+from . import aio
+from ._core import AlignedBuffer, PartialSubmitError, dio_alignment
+
+__all__ = [
+    "AlignedBuffer",
+    "PartialSubmitError",
+    "aio",
+    "aligned",
+    "dio_alignment",
+]
+
+__version__ = "0.1.0"
+
+
+def aligned(nbytes: int, alignment: int | None = None) -> AlignedBuffer:
+    """A zero-filled writable buffer of `nbytes` whose address is aligned for O_DIRECT.
+
+    `alignment` defaults to the page size, which satisfies every filesystem's
+    O_DIRECT memory alignment; it must be a power of two. The buffer supports the
+    buffer protocol: slice it with ``memoryview(buf)[a:b]``.
+    """
+    return AlignedBuffer(nbytes, alignment)

@@ -1,0 +1,143 @@
+"""Drives a completion engine from an asyncio loop, with no threads.
+
+The engine (for example ``ringio.aio.Context``) is a kernel queue: ops go in with
+``submit`` and come back from ``reap`` once the engine's eventfd (``fileno()``)
+becomes readable. This driver queues the ops made during one loop turn and submits
+them together in one call at the end of that turn, watches the eventfd with
+``loop.add_reader``, and resolves each op's future from its completion.
+
+Cancellation semantics: cancelling the awaiting task cancels the future at once.
+An op that was still queued is dropped before it reaches the kernel. An op already
+in the kernel stays owned by the engine, buffers included, until its completion
+arrives; where the kernel can cancel it (``cancellable``), the driver asks it to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ._core import Completion, Op, PartialSubmitError
+
+
+class Engine(Protocol):
+    maxevents: int
+    in_flight: int
+
+    def submit(self, ops: list[Op]) -> int: ...
+    def reap(self) -> list[Completion]: ...
+    def cancel(self, op: Op) -> Completion | None: ...
+    def fileno(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class Proactor:
+    def __init__(
+        self,
+        engine: Engine,
+        loop: asyncio.AbstractEventLoop,
+        cancellable: Callable[[Op], bool] = lambda op: False,
+    ) -> None:
+        self._engine = engine
+        self._loop = loop
+        self._cancellable = cancellable
+        self._queue: deque[Op] = deque()
+        self._flush_scheduled = False
+        self._closed = False
+        self._fd = engine.fileno()
+        loop.add_reader(self._fd, self._on_completions)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def start(self, op: Op) -> asyncio.Future[Any]:
+        """Queues `op` (whose `data` is its future) for this loop turn's submit."""
+        if self._closed:
+            raise ValueError("I/O operation on closed context")
+        fut: asyncio.Future[Any] = op.data
+        self._queue.append(op)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+        if self._cancellable(op):
+            fut.add_done_callback(lambda f: self._cancel_in_kernel(f, op))
+        return fut
+
+    def _cancel_in_kernel(self, fut: asyncio.Future[Any], op: Op) -> None:
+        if fut.cancelled() and op.state == "in_flight" and not self._closed:
+            try:
+                self._engine.cancel(op)
+            except (OSError, ValueError):
+                pass  # already completing; the completion still arrives
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        queue = self._queue
+        while queue and not self._closed:
+            room = self._engine.maxevents - self._engine.in_flight
+            if room <= 0:
+                return  # back-pressure: resumed when completions free room
+            batch = []
+            while queue and len(batch) < room:
+                op = queue.popleft()
+                if not op.data.done():  # skip ops cancelled before submission
+                    batch.append(op)
+            if not batch:
+                return
+            try:
+                self._engine.submit(batch)
+            except PartialSubmitError as e:
+                self._refused(batch, e.submitted, e)
+            except OSError as e:
+                self._refused(batch, 0, e)
+
+    def _refused(self, batch: list[Op], submitted: int, error: OSError) -> None:
+        rest = batch[submitted + 1 :]
+        if error.errno == errno.EAGAIN and self._engine.in_flight > 0:
+            # The kernel queue is full: retry once completions have made room.
+            self._queue.extendleft(reversed(batch[submitted:]))
+            return
+        op = batch[submitted]
+        if not op.data.done():
+            if isinstance(error, PartialSubmitError):
+                # Report it to the op's awaiter as the plain OSError it is for that op.
+                error = OSError(error.errno, f"{os.strerror(error.errno)} (fd {op.fd})")
+                error.fd = op.fd  # type: ignore[attr-defined]
+            op.data.set_exception(error)
+        self._queue.extendleft(reversed(rest))
+
+    def _on_completions(self) -> None:
+        self._resolve(self._engine.reap())
+        if self._queue and not self._flush_scheduled:
+            self._flush()
+
+    @staticmethod
+    def _resolve(completions: list[Completion]) -> None:
+        for c in completions:
+            fut = c.data
+            if fut.done():
+                continue  # its task was cancelled; the engine has released the buffers
+            if c.res < 0:
+                fut.set_exception(c.error)
+            else:
+                fut.set_result(c.res)
+
+    def close(self) -> None:
+        """Cancels queued ops, closes the engine (which waits for the ops in the
+        kernel) and resolves every in-flight future from the engine's last
+        completions, so that no awaiter is left waiting."""
+        if self._closed:
+            return
+        self._closed = True
+        self._loop.remove_reader(self._fd)
+        while self._queue:
+            fut = self._queue.popleft().data
+            if not fut.done():
+                fut.cancel()
+        self._engine.close()
+        self._resolve(self._engine.reap())

@@ -1,0 +1,200 @@
+//! The kernel AIO engine: io_setup/io_submit/io_getevents behind [`Engine`].
+
+pub mod abi;
+pub mod py;
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use abi::{AioContextId, IoEvent, Iocb};
+
+use crate::engine::{CancelOutcome, Engine, RawCompletion, Request, Submitted, Waiter};
+use crate::op::OpCode;
+
+pub struct AioEngine {
+    ctx: AioContextId,
+    eventfd: OwnedFd,
+    maxevents: u32,
+    live: bool,
+}
+
+impl AioEngine {
+    pub fn new(maxevents: u32) -> io::Result<Self> {
+        let eventfd = crate::sys::eventfd()?;
+        let ctx = abi::io_setup(maxevents)?;
+        Ok(Self {
+            ctx,
+            eventfd,
+            maxevents,
+            live: true,
+        })
+    }
+
+    pub fn maxevents(&self) -> u32 {
+        self.maxevents
+    }
+
+    pub fn waiter(&self) -> AioWaiter {
+        AioWaiter { ctx: self.ctx }
+    }
+}
+
+fn opcode(code: OpCode) -> u16 {
+    match code {
+        OpCode::Read => abi::IOCB_CMD_PREAD,
+        OpCode::Write => abi::IOCB_CMD_PWRITE,
+        OpCode::Readv => abi::IOCB_CMD_PREADV,
+        OpCode::Writev => abi::IOCB_CMD_PWRITEV,
+        OpCode::Fsync => abi::IOCB_CMD_FSYNC,
+        OpCode::Fdsync => abi::IOCB_CMD_FDSYNC,
+        OpCode::Poll => abi::IOCB_CMD_POLL,
+        OpCode::Noop => abi::IOCB_CMD_NOOP,
+    }
+}
+
+fn raw(ev: &IoEvent) -> RawCompletion {
+    RawCompletion {
+        token: ev.data,
+        res: ev.res,
+        res2: ev.res2,
+    }
+}
+
+impl Engine for AioEngine {
+    /// Boxed so that its address, which io_cancel matches on, never changes.
+    type Slot = Box<Iocb>;
+
+    fn prepare(&mut self, req: &Request<'_>, token: u64) -> io::Result<Box<Iocb>> {
+        let mut iocb = Box::new(Iocb {
+            aio_data: token,
+            aio_lio_opcode: opcode(req.code),
+            aio_fildes: req.fd as u32,
+            aio_offset: req.offset,
+            aio_rw_flags: req.rw_flags,
+            ..Iocb::default()
+        });
+        match req.code {
+            OpCode::Read | OpCode::Write => {
+                iocb.aio_buf = req.buf as u64;
+                iocb.aio_nbytes = req.len as u64;
+            }
+            OpCode::Readv | OpCode::Writev => {
+                iocb.aio_buf = req.iovecs.as_ptr() as u64;
+                iocb.aio_nbytes = req.iovecs.len() as u64;
+            }
+            OpCode::Poll => iocb.aio_buf = u64::from(req.poll_events),
+            OpCode::Fsync | OpCode::Fdsync | OpCode::Noop => {}
+        }
+        if let Some(prio) = req.ioprio {
+            iocb.aio_flags |= abi::IOCB_FLAG_IOPRIO;
+            iocb.aio_reqprio = prio as i16;
+        }
+        iocb.aio_flags |= abi::IOCB_FLAG_RESFD;
+        iocb.aio_resfd = req.resfd.unwrap_or(self.eventfd.as_raw_fd()) as u32;
+        Ok(iocb)
+    }
+
+    fn submit(&mut self, batch: &mut [&mut Box<Iocb>]) -> Submitted {
+        let ptrs: Vec<*mut Iocb> = batch.iter_mut().map(|b| &mut ***b as *mut Iocb).collect();
+        let mut accepted = 0;
+        // io_submit stops at the first iocb it refuses and reports only the count
+        // before it; submitting the rest again yields that iocb's own errno.
+        while accepted < ptrs.len() {
+            // SAFETY: each iocb is boxed in an in-flight entry that the driver keeps,
+            // with the buffer views and iovecs it points to, until its completion.
+            match unsafe { abi::io_submit(self.ctx, &ptrs[accepted..]) } {
+                Ok(0) => {
+                    return Submitted {
+                        accepted,
+                        error: Some(io::Error::from_raw_os_error(libc::EAGAIN)),
+                    };
+                }
+                Ok(n) => accepted += n,
+                Err(e) => {
+                    return Submitted {
+                        accepted,
+                        error: Some(e),
+                    };
+                }
+            }
+        }
+        Submitted {
+            accepted,
+            error: None,
+        }
+    }
+
+    fn cancel(&mut self, slot: &mut Box<Iocb>) -> io::Result<CancelOutcome> {
+        let mut ev = IoEvent::default();
+        // SAFETY: `slot` is the boxed iocb that was submitted, at its submitted address.
+        match unsafe { abi::io_cancel(self.ctx, &mut **slot, &mut ev) } {
+            Ok(()) => Ok(CancelOutcome::Completed(raw(&ev))),
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(CancelOutcome::Requested),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn reap_now(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> io::Result<()> {
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let mut events = vec![IoEvent::default(); max.clamp(1, self.maxevents as usize)];
+        loop {
+            let n = abi::io_getevents(self.ctx, 0, &mut events, Some(&zero))?;
+            out.extend(events[..n].iter().map(raw));
+            if n < events.len() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn notify_fd(&self) -> RawFd {
+        self.eventfd.as_raw_fd()
+    }
+
+    fn shutdown(&mut self) -> io::Result<()> {
+        if !self.live {
+            return Ok(());
+        }
+        self.live = false;
+        // io_destroy cancels what it can and blocks until the rest has completed.
+        abi::io_destroy(self.ctx)
+    }
+}
+
+impl Drop for AioEngine {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct AioWaiter {
+    ctx: AioContextId,
+}
+
+impl Waiter for AioWaiter {
+    fn wait(
+        &self,
+        out: &mut Vec<RawCompletion>,
+        min: usize,
+        max: usize,
+        timeout: Option<Duration>,
+    ) -> io::Result<()> {
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let mut events = vec![IoEvent::default(); max.max(1)];
+        let n = abi::io_getevents(
+            self.ctx,
+            min,
+            &mut events[..max.max(min).max(1)],
+            ts.as_ref(),
+        )?;
+        out.extend(events[..n].iter().map(raw));
+        Ok(())
+    }
+}

@@ -1,0 +1,173 @@
+//! Python buffers lent to the kernel, and page-aligned buffers for O_DIRECT.
+//!
+//! A [`View`] is an acquired buffer-protocol export. While it exists the exporting
+//! object cannot be resized or freed (a `bytearray` raises `BufferError` on resize,
+//! an `mmap` refuses to close), so the address handed to the kernel stays valid.
+//! ringio keeps each op's views in its in-flight entry until the kernel's completion
+//! for that op has been reaped.
+
+use std::alloc::{self, Layout};
+use std::os::raw::c_int;
+use std::ptr::NonNull;
+
+use pyo3::buffer::PyUntypedBuffer;
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+pub struct View {
+    buf: PyUntypedBuffer,
+}
+
+impl View {
+    /// A view the kernel may read from (the source of a write).
+    pub fn readable(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let buf = PyUntypedBuffer::get(obj).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "a bytes-like object is required, not '{}'",
+                type_name(obj)
+            ))
+        })?;
+        if !buf.is_c_contiguous() {
+            return Err(PyBufferError::new_err("buffer must be C-contiguous"));
+        }
+        Ok(Self { buf })
+    }
+
+    /// A view the kernel may write into (the target of a read).
+    pub fn writable(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let view = Self::readable(obj)?;
+        if view.buf.readonly() {
+            return Err(PyTypeError::new_err(format!(
+                "read target must be a writable buffer (bytearray, memoryview, mmap, array, \
+                 ringio.aligned), not read-only '{}'",
+                type_name(obj)
+            )));
+        }
+        Ok(view)
+    }
+
+    pub fn ptr(&self) -> *mut u8 {
+        self.buf.buf_ptr().cast()
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len_bytes()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
+/// A zero-filled, fixed-size buffer whose address is aligned for O_DIRECT.
+///
+/// It exports a writable buffer, so `memoryview(buf)[a:b]`, `bytes(buf)` and every
+/// ringio read/write accept it.
+#[pyclass(module = "ringio._core", frozen)]
+pub struct AlignedBuffer {
+    ptr: NonNull<u8>,
+    len: usize,
+    layout: Layout,
+}
+
+// SAFETY: the allocation is owned exclusively by this object and freed only in Drop;
+// its bytes are shared through the buffer protocol exactly as a bytearray's are.
+unsafe impl Send for AlignedBuffer {}
+// SAFETY: as above; the struct's own fields are never mutated after construction.
+unsafe impl Sync for AlignedBuffer {}
+
+#[pymethods]
+impl AlignedBuffer {
+    #[new]
+    #[pyo3(signature = (nbytes, alignment=None))]
+    fn new(nbytes: isize, alignment: Option<isize>) -> PyResult<Self> {
+        if nbytes < 0 {
+            return Err(PyValueError::new_err("nbytes must be >= 0"));
+        }
+        let alignment = match alignment {
+            None => crate::sys::page_size(),
+            Some(a) if a > 0 && (a as usize).is_power_of_two() => a as usize,
+            Some(a) => {
+                return Err(PyValueError::new_err(format!(
+                    "alignment must be a positive power of two, not {a}"
+                )));
+            }
+        };
+        let len = nbytes as usize;
+        let layout = Layout::from_size_align(len.max(1), alignment)
+            .map_err(|e| PyValueError::new_err(format!("cannot allocate {len} bytes: {e}")))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr).ok_or_else(|| {
+            pyo3::exceptions::PyMemoryError::new_err(format!("cannot allocate {len} bytes"))
+        })?;
+        Ok(Self { ptr, len, layout })
+    }
+
+    #[getter]
+    fn alignment(&self) -> usize {
+        self.layout.align()
+    }
+
+    /// The buffer's address, for checking alignment.
+    #[getter]
+    fn address(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<ringio.AlignedBuffer {} bytes, aligned to {}>",
+            self.len,
+            self.layout.align()
+        )
+    }
+
+    /// # Safety
+    /// Called by CPython with a valid `Py_buffer` to fill, per the buffer protocol.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        let this = slf.get();
+        // SAFETY: PyBuffer_FillInfo stores a new reference to `slf` in the view, so the
+        // allocation outlives every export; the memory is `len` bytes and writable.
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                this.ptr.as_ptr().cast(),
+                this.len as ffi::Py_ssize_t,
+                0,
+                flags,
+            )
+        };
+        if rc < 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+}
+
+impl Drop for AlignedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with exactly this layout; every export held a
+        // reference to this object, so none is left when it is dropped.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}

@@ -1,0 +1,48 @@
+//! ringio's native core: kernel I/O engines and the buffers they borrow from Python.
+//!
+//! One module per concern: `op` (what to do), `engine` (the submission/completion
+//! model and the in-flight table), `aio` (kernel AIO), `buffers`, `errors`, `sys`.
+
+pub mod aio;
+pub mod buffers;
+pub mod engine;
+pub mod errors;
+pub mod op;
+pub mod sys;
+
+use pyo3::prelude::*;
+
+/// O_DIRECT alignment for an open fd, from statx(STATX_DIOALIGN): (memory, offset),
+/// or None where the kernel or filesystem does not report it.
+#[pyfunction]
+fn dio_alignment(fd: i32) -> Option<(u32, u32)> {
+    sys::dio_alignment(fd).map(|a| (a.memory, a.offset))
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    op::register(m)?;
+    m.add_class::<aio::py::AioContext>()?;
+    m.add_class::<buffers::AlignedBuffer>()?;
+    m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
+    m.add(
+        "PartialSubmitError",
+        py.get_type::<errors::PartialSubmitError>(),
+    )?;
+    for (name, value) in [
+        ("IOCB_CMD_PREAD", aio::abi::IOCB_CMD_PREAD),
+        ("IOCB_CMD_PWRITE", aio::abi::IOCB_CMD_PWRITE),
+        ("IOCB_CMD_FSYNC", aio::abi::IOCB_CMD_FSYNC),
+        ("IOCB_CMD_FDSYNC", aio::abi::IOCB_CMD_FDSYNC),
+        ("IOCB_CMD_POLL", aio::abi::IOCB_CMD_POLL),
+        ("IOCB_CMD_NOOP", aio::abi::IOCB_CMD_NOOP),
+        ("IOCB_CMD_PREADV", aio::abi::IOCB_CMD_PREADV),
+        ("IOCB_CMD_PWRITEV", aio::abi::IOCB_CMD_PWRITEV),
+    ] {
+        m.add(name, value)?;
+    }
+    m.add("IOCB_FLAG_RESFD", aio::abi::IOCB_FLAG_RESFD)?;
+    m.add("IOCB_FLAG_IOPRIO", aio::abi::IOCB_FLAG_IOPRIO)?;
+    Ok(())
+}

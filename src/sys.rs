@@ -1,0 +1,97 @@
+//! Small syscall helpers that the libc crate does not wrap in the form ringio needs.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+pub fn cvt(rc: libc::c_long) -> io::Result<libc::c_long> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// A non-blocking, close-on-exec eventfd.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd has no memory arguments; a non-negative result is a new fd we own.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Reads and resets an eventfd counter; 0 when it was not signalled.
+pub fn eventfd_drain(fd: RawFd) -> u64 {
+    let mut value: u64 = 0;
+    // SAFETY: `value` is 8 writable bytes, the size an eventfd read requires.
+    let n = unsafe { libc::read(fd, (&mut value as *mut u64).cast(), 8) };
+    if n == 8 {
+        value
+    } else {
+        0
+    }
+}
+
+/// What statx(STATX_DIOALIGN) reports for O_DIRECT on an open file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DioAlign {
+    pub memory: u32,
+    pub offset: u32,
+}
+
+const STATX_DIOALIGN: u32 = 0x2000;
+const STATX_MASK_OFFSET: usize = 0x00;
+const STATX_DIO_MEM_ALIGN_OFFSET: usize = 0x98;
+const STATX_DIO_OFFSET_ALIGN_OFFSET: usize = 0x9c;
+
+/// The O_DIRECT alignment the kernel requires for `fd` (Linux 6.1+); None where the
+/// kernel or filesystem does not say.
+pub fn dio_alignment(fd: RawFd) -> Option<DioAlign> {
+    // struct statx is 256 bytes; reading the three u32 fields by offset avoids depending
+    // on a libc version that knows the 6.1 fields.
+    #[repr(C, align(8))]
+    struct StatxBuf([u8; 256]);
+    let mut buf = StatxBuf([0; 256]);
+    // SAFETY: the path is a valid empty C string, `buf` is 256 writable bytes as
+    // struct statx requires, and AT_EMPTY_PATH makes the call refer to `fd` itself.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_statx,
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            STATX_DIOALIGN,
+            buf.0.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    let u32_at = |off: usize| u32::from_ne_bytes(buf.0[off..off + 4].try_into().unwrap());
+    if u32_at(STATX_MASK_OFFSET) & STATX_DIOALIGN == 0 {
+        return None;
+    }
+    Some(DioAlign {
+        memory: u32_at(STATX_DIO_MEM_ALIGN_OFFSET),
+        offset: u32_at(STATX_DIO_OFFSET_ALIGN_OFFSET),
+    })
+}
+
+/// Whether `fd` was opened with O_DIRECT.
+pub fn is_direct(fd: RawFd) -> bool {
+    // SAFETY: F_GETFL takes no pointer argument.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    flags >= 0 && flags & libc::O_DIRECT != 0
+}
+
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory arguments.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
