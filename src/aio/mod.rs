@@ -14,7 +14,8 @@ use crate::op::OpCode;
 
 pub struct AioEngine {
     ctx: AioContextId,
-    eventfd: OwnedFd,
+    /// Closed by `shutdown`, so that no later read can hit a reused fd number.
+    eventfd: Option<OwnedFd>,
     maxevents: u32,
     live: bool,
 }
@@ -25,7 +26,7 @@ impl AioEngine {
         let ctx = abi::io_setup(maxevents)?;
         Ok(Self {
             ctx,
-            eventfd,
+            eventfd: Some(eventfd),
             maxevents,
             live: true,
         })
@@ -91,7 +92,7 @@ impl Engine for AioEngine {
             iocb.aio_reqprio = prio as i16;
         }
         iocb.aio_flags |= abi::IOCB_FLAG_RESFD;
-        iocb.aio_resfd = req.resfd.unwrap_or(self.eventfd.as_raw_fd()) as u32;
+        iocb.aio_resfd = req.resfd.unwrap_or(self.notify_fd()) as u32;
         Ok(iocb)
     }
 
@@ -151,7 +152,7 @@ impl Engine for AioEngine {
     }
 
     fn notify_fd(&self) -> RawFd {
-        self.eventfd.as_raw_fd()
+        self.eventfd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
     }
 
     fn shutdown(&mut self) -> io::Result<()> {
@@ -159,8 +160,11 @@ impl Engine for AioEngine {
             return Ok(());
         }
         self.live = false;
-        // io_destroy cancels what it can and blocks until the rest has completed.
-        abi::io_destroy(self.ctx)
+        // io_destroy cancels what it can and blocks until the rest has completed;
+        // only then can nothing signal the eventfd any more.
+        let res = abi::io_destroy(self.ctx);
+        self.eventfd = None;
+        res
     }
 }
 

@@ -20,7 +20,6 @@ use crate::op::{Completion, Op};
 pub struct AioContext {
     driver: Mutex<Driver<AioEngine>>,
     waiter: AioWaiter,
-    eventfd: RawFd,
     maxevents: u32,
     /// Completions reaped by a wait that was then interrupted by a signal; handed out
     /// first by the next get_events so that none is lost.
@@ -84,7 +83,6 @@ impl AioContext {
             AioEngine::new(maxevents as u32).map_err(|e| errors::io_error(py, &e, None))?;
         Ok(Self {
             waiter: engine.waiter(),
-            eventfd: engine.notify_fd(),
             maxevents: maxevents as u32,
             driver: Mutex::new(Driver::new(engine)),
             backlog: Mutex::new(Vec::new()),
@@ -182,7 +180,6 @@ impl AioContext {
     /// Reaps every completion already available, without blocking; clears the
     /// eventfd first so that a later completion signals it again.
     fn reap(&self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
-        crate::sys::eventfd_drain(self.eventfd);
         let mut results: Vec<Py<Completion>> = std::mem::take(&mut *lock(&self.backlog));
         let mut raw = Vec::new();
         {
@@ -190,6 +187,7 @@ impl AioContext {
             if driver.is_closed() {
                 return Ok(results);
             }
+            crate::sys::eventfd_drain(driver.engine.notify_fd());
             let max = self.maxevents as usize;
             driver
                 .engine
@@ -257,8 +255,9 @@ impl AioContext {
 
     /// The eventfd that becomes readable when completions are waiting.
     fn fileno(&self) -> PyResult<RawFd> {
-        self.driver().check_open()?;
-        Ok(self.eventfd)
+        let driver = self.driver();
+        driver.check_open()?;
+        Ok(driver.engine.notify_fd())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

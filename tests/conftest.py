@@ -1,0 +1,31 @@
+"""Fixtures shared by every area's tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def thread_count() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> Iterator[tuple[int, bytes]]:
+    """An fd open read-write on a 64 KiB file of known, non-repeating content."""
+    payload = bytes((i * 7 + i // 256) % 251 for i in range(65536))
+    path = tmp_path / "data.bin"
+    path.write_bytes(payload)
+    fd = os.open(path, os.O_RDWR)
+    yield fd, payload
+    os.close(fd)
+
+
+@pytest.fixture
+def empty_file(tmp_path: Path) -> Iterator[int]:
+    fd = os.open(tmp_path / "empty.bin", os.O_RDWR | os.O_CREAT, 0o600)
+    yield fd
+    os.close(fd)
