@@ -22,24 +22,21 @@ use crate::op::{Op, OpCode, State};
 
 /// An op resolved to raw addresses, ready for an engine to encode.
 pub struct Request<'a> {
-    pub code: OpCode,
-    pub fd: RawFd,
+    pub op: &'a Op,
     /// For single-buffer ops: the buffer; for vectored ops: unused.
     pub buf: *mut u8,
     pub len: usize,
     pub iovecs: &'a [libc::iovec],
-    pub offset: i64,
-    pub rw_flags: i32,
-    pub ioprio: Option<u16>,
-    pub resfd: Option<RawFd>,
-    pub poll_events: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
 pub struct RawCompletion {
     pub token: u64,
     pub res: i64,
+    /// AIO: the event's res2. io_uring: the CQE flags.
     pub res2: i64,
+    /// io_uring multishot: more completions will follow for this op.
+    pub more: bool,
 }
 
 /// How far a batch got: the kernel took the first `accepted`; `error` is why the
@@ -56,9 +53,18 @@ pub enum CancelOutcome {
     Completed(RawCompletion),
 }
 
-pub trait Engine {
+pub trait Engine: Send {
     /// Per-op state the kernel may refer to until completion (it must not move).
     type Slot: Send;
+    type Waiter: Waiter;
+
+    fn waiter(&self) -> Self::Waiter;
+
+    /// Refuses a caller the kernel would refuse (a DEFER_TASKRUN ring belongs to
+    /// the thread that created it), before anything is queued.
+    fn check_caller(&self) -> io::Result<()> {
+        Ok(())
+    }
 
     fn prepare(&mut self, req: &Request<'_>, token: u64) -> io::Result<Self::Slot>;
     fn submit(&mut self, batch: &mut [&mut Self::Slot]) -> Submitted;
@@ -67,13 +73,15 @@ pub trait Engine {
     fn reap_now(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> io::Result<()>;
     /// An fd that becomes readable when completions wait (an eventfd).
     fn notify_fd(&self) -> RawFd;
-    /// Waits for every in-flight op to finish and releases the kernel context.
-    fn shutdown(&mut self) -> io::Result<()>;
+    /// Waits for all `in_flight` ops to finish (cancelling what it can), pushing the
+    /// completions it sees to `out`, then releases the kernel context. Until it
+    /// returns Ok, the kernel may still use the ops' memory.
+    fn shutdown(&mut self, in_flight: usize, out: &mut Vec<RawCompletion>) -> io::Result<()>;
 }
 
 /// Blocking waits happen without the driver's lock (and without the GIL), through a
 /// handle that can be copied out of the engine.
-pub trait Waiter: Send + Copy {
+pub trait Waiter: Send + Sync + Copy {
     fn wait(
         &self,
         out: &mut Vec<RawCompletion>,
@@ -107,6 +115,8 @@ pub struct Driver<E: Engine> {
     inflight: HashMap<u64, InFlight<E::Slot>>,
     next_token: u64,
     closed: bool,
+    /// The fork generation this driver was created in.
+    generation: u64,
 }
 
 impl<E: Engine> Driver<E> {
@@ -116,6 +126,7 @@ impl<E: Engine> Driver<E> {
             inflight: HashMap::new(),
             next_token: 1,
             closed: false,
+            generation: crate::sys::fork_generation(),
         }
     }
 
@@ -128,6 +139,7 @@ impl<E: Engine> Driver<E> {
     }
 
     pub fn check_open(&self) -> PyResult<()> {
+        self.check_process()?;
         if self.closed {
             Err(PyValueError::new_err("I/O operation on closed context"))
         } else {
@@ -140,6 +152,7 @@ impl<E: Engine> Driver<E> {
     /// `PartialSubmitError` naming `submitted` and `op` otherwise).
     pub fn submit(&mut self, py: Python<'_>, ops: &[Bound<'_, Op>]) -> PyResult<usize> {
         self.check_open()?;
+        self.check_caller(py)?;
         let mut batch: Vec<(u64, InFlight<E::Slot>)> = Vec::with_capacity(ops.len());
         let prepared = self.prepare_all(py, ops, &mut batch);
         if let Err(e) = prepared {
@@ -159,6 +172,11 @@ impl<E: Engine> Driver<E> {
         }
         match outcome.error {
             None => Ok(accepted),
+            Some(err) if accepted == ops.len() => {
+                // Queued in the kernel's ring, but entering the kernel failed: they
+                // stay in flight (the next enter submits them); report the failure.
+                Err(errors::io_error(py, &err, None))
+            }
             Some(err) => {
                 let op = &ops[accepted];
                 let fd = op.get().fd;
@@ -249,21 +267,15 @@ impl<E: Engine> Driver<E> {
             _ => (std::ptr::null_mut(), 0),
         };
         let req = Request {
-            code: o.code,
-            fd: o.fd,
+            op: o,
             buf,
             len,
             iovecs: &iovecs,
-            offset: o.offset,
-            rw_flags: o.rw_flags,
-            ioprio: o.ioprio,
-            resfd: o.resfd,
-            poll_events: o.poll_events,
         };
-        let slot = self
-            .engine
-            .prepare(&req, token)
-            .map_err(|e| errors::io_error(py, &e, Some(o.fd)))?;
+        let slot = self.engine.prepare(&req, token).map_err(|e| {
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            errors::os_error(py, errno, (o.fd >= 0).then_some(o.fd), Some(o.code.name()))
+        })?;
         Ok(InFlight {
             op: op.clone().unbind(),
             views,
@@ -286,6 +298,13 @@ impl<E: Engine> Driver<E> {
         let mut done = Vec::with_capacity(raw.len());
         let mut released = Vec::with_capacity(raw.len());
         for c in raw {
+            if c.more {
+                // A multishot op stays in flight; it reports each result.
+                if let Some(entry) = self.inflight.get(&c.token) {
+                    done.push((entry.op.clone_ref(py), *c));
+                }
+                continue;
+            }
             if let Some(entry) = self.inflight.remove(&c.token) {
                 let mut c = *c;
                 // The kernel ends a cancelled poll with an empty mask; say what happened.
@@ -330,21 +349,66 @@ impl<E: Engine> Driver<E> {
         }
     }
 
-    /// Shuts the engine down (waiting for in-flight I/O) and returns what it held.
-    /// Ops still in flight end with -ECANCELED as their result.
-    pub fn close(&mut self) -> io::Result<Vec<InFlight<E::Slot>>> {
+    /// Shuts the engine down (waiting for in-flight I/O) and returns what it held,
+    /// with the completions seen meanwhile; an op with none ends with -ECANCELED.
+    /// If the engine cannot confirm that the kernel is done (it failed, or this is
+    /// a forked child that must not touch the parent's ring), the entries are
+    /// leaked rather than freed under the kernel.
+    pub fn close(&mut self) -> io::Result<Closed<E::Slot>> {
         if self.closed {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         self.closed = true;
-        let res = self.engine.shutdown();
-        let entries: Vec<_> = self.inflight.drain().map(|(_, e)| e).collect();
-        for e in &entries {
-            e.op.get().completed(-(libc::ECANCELED as i64), 0);
+        if crate::sys::forked_since(self.generation) {
+            std::mem::forget(std::mem::take(&mut self.inflight));
+            return Ok((Vec::new(), Vec::new()));
         }
-        res.map(|_| entries)
+        let mut seen = Vec::new();
+        if let Err(e) = self.engine.shutdown(self.inflight.len(), &mut seen) {
+            std::mem::forget(std::mem::take(&mut self.inflight));
+            return Err(e);
+        }
+        let entries: Vec<_> = self.inflight.drain().map(|(_, e)| e).collect();
+        let result_of = |token: u64| seen.iter().rev().find(|c| c.token == token && !c.more);
+        let mut finals = Vec::with_capacity(entries.len());
+        for (token, e) in entries.iter().map(|e| (e.op.get().status().token, e)) {
+            let c = result_of(token).copied().unwrap_or(RawCompletion {
+                token,
+                res: -(libc::ECANCELED as i64),
+                res2: 0,
+                more: false,
+            });
+            e.op.get().completed(c.res, c.res2);
+            finals.push(c);
+        }
+        Ok((finals, entries))
+    }
+
+    pub fn check_caller(&self, py: Python<'_>) -> PyResult<()> {
+        self.engine.check_caller().map_err(|e| {
+            errors::os_error(
+                py,
+                e.raw_os_error().unwrap_or(libc::EEXIST),
+                None,
+                Some("this ring uses SINGLE_ISSUER and belongs to the thread that created it"),
+            )
+        })
+    }
+
+    /// Refuses use of an engine inherited through fork(): its kernel context
+    /// belongs to the parent.
+    pub fn check_process(&self) -> PyResult<()> {
+        if crate::sys::forked_since(self.generation) {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "this ring/context was created before fork(); the child must create its own",
+            ));
+        }
+        Ok(())
     }
 }
+
+/// What `Driver::close` hands back: final completions, and the entries to release.
+pub type Closed<S> = (Vec<RawCompletion>, Vec<InFlight<S>>);
 
 impl<E: Engine> Drop for Driver<E> {
     fn drop(&mut self) {

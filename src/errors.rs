@@ -32,6 +32,7 @@ pub fn strerror(errno: i32) -> String {
 /// message names the fd, with the fd also stored as the `fd` attribute.
 pub fn os_error(py: Python<'_>, errno: i32, fd: Option<RawFd>, detail: Option<&str>) -> PyErr {
     let mut msg = strerror(errno);
+    let fd = fd.filter(|fd| *fd >= 0);
     if let Some(fd) = fd {
         msg.push_str(&format!(" (fd {fd})"));
     }
@@ -45,6 +46,22 @@ pub fn os_error(py: Python<'_>, errno: i32, fd: Option<RawFd>, detail: Option<&s
         let _ = err.value(py).setattr("fd", fd);
     }
     err
+}
+
+/// An `OSError` for a path operation, with `filename` (and `filename2`) set as the
+/// os module sets them.
+pub fn path_error(py: Python<'_>, errno: i32, path: &[u8], path2: Option<&[u8]>) -> PyErr {
+    let decode = |b: &[u8]| -> Py<PyAny> {
+        py.import("os")
+            .and_then(|os| os.call_method1("fsdecode", (pyo3::types::PyBytes::new(py, b),)))
+            .map(|s| s.unbind())
+            .unwrap_or_else(|_| py.None())
+    };
+    let msg = strerror(errno);
+    match path2 {
+        Some(p2) => PyOSError::new_err((errno, msg, decode(path), py.None(), decode(p2))),
+        None => PyOSError::new_err((errno, msg, decode(path))),
+    }
 }
 
 pub fn last_os_error(py: Python<'_>, fd: Option<RawFd>) -> PyErr {

@@ -7,8 +7,11 @@ pub mod aio;
 pub mod buffers;
 pub mod engine;
 pub mod errors;
+pub mod fsops;
 pub mod op;
+pub mod pydriver;
 pub mod sys;
+pub mod uring;
 
 use pyo3::prelude::*;
 
@@ -22,8 +25,12 @@ fn dio_alignment(fd: i32) -> Option<(u32, u32)> {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    sys::install_fork_handler();
     op::register(m)?;
+    fsops::register(m)?;
     m.add_class::<aio::py::AioContext>()?;
+    m.add_class::<uring::py::Ring>()?;
+    m.add_function(wrap_pyfunction!(uring::py::probe, m)?)?;
     m.add_class::<buffers::AlignedBuffer>()?;
     m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
     m.add(

@@ -15,6 +15,9 @@ use pyo3::types::PyList;
 use crate::buffers::View;
 use crate::errors;
 
+/// The offset of a read or write at the file's current position (io_uring).
+pub const STREAM_OFFSET: i64 = -1;
+
 /// Most iovecs one vectored op may carry (the kernel's UIO_MAXIOV).
 pub const MAX_IOVECS: usize = 1024;
 
@@ -28,6 +31,17 @@ pub enum OpCode {
     Fdsync,
     Poll,
     Noop,
+    // Path and file-table operations (io_uring only).
+    OpenAt,
+    Close,
+    Statx,
+    Ftruncate,
+    Fallocate,
+    RenameAt,
+    UnlinkAt,
+    MkdirAt,
+    SymlinkAt,
+    LinkAt,
 }
 
 impl OpCode {
@@ -41,6 +55,16 @@ impl OpCode {
             OpCode::Fdsync => "fdsync",
             OpCode::Poll => "poll",
             OpCode::Noop => "noop",
+            OpCode::OpenAt => "openat",
+            OpCode::Close => "close",
+            OpCode::Statx => "statx",
+            OpCode::Ftruncate => "ftruncate",
+            OpCode::Fallocate => "fallocate",
+            OpCode::RenameAt => "renameat",
+            OpCode::UnlinkAt => "unlinkat",
+            OpCode::MkdirAt => "mkdirat",
+            OpCode::SymlinkAt => "symlinkat",
+            OpCode::LinkAt => "linkat",
         }
     }
 
@@ -68,6 +92,7 @@ pub struct Status {
     /// The driver's token while in flight.
     pub token: u64,
     pub res: Option<i64>,
+    /// AIO's second result word; io_uring's CQE flags.
     pub res2: i64,
 }
 
@@ -85,6 +110,8 @@ pub struct Op {
     pub poll_events: u32,
     pub data: Py<PyAny>,
     pub status: Mutex<Status>,
+    /// Arguments of path and file-table operations.
+    pub fs: Option<Box<crate::fsops::FsArgs>>,
 }
 
 impl Op {
@@ -121,6 +148,11 @@ impl Op {
     /// The OSError for a failed completion, explaining O_DIRECT misalignment.
     pub fn completion_error(&self, py: Python<'_>, res: i64) -> PyErr {
         let errno = (-res) as i32;
+        let named = |p: &&std::ffi::CString| !p.as_bytes().is_empty();
+        if let Some(path) = self.fs.as_ref().and_then(|f| f.path.as_ref()).filter(named) {
+            let path2 = self.fs.as_ref().and_then(|f| f.path2.as_ref());
+            return errors::path_error(py, errno, path.as_bytes(), path2.map(|p| p.as_bytes()));
+        }
         let detail = if errno == libc::EINVAL && crate::sys::is_direct(self.fd) {
             Some(self.misalignment_hint(py))
         } else {
@@ -231,6 +263,20 @@ impl Op {
         self.status().res2
     }
 
+    /// The fields a completed statx op filled in, as a dict (None before then).
+    fn statx_result(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let Some(buf) = self.fs.as_ref().and_then(|f| f.statx.as_ref()) else {
+            return Err(PyValueError::new_err("not a statx op"));
+        };
+        let status = self.status();
+        if status.state != State::Done || status.res != Some(0) {
+            return Ok(None);
+        }
+        // SAFETY: the op is done, so the kernel no longer writes the buffer.
+        let fields = crate::fsops::statx_fields(unsafe { buf.bytes() });
+        Ok(Some(fields.into_pyobject(py)?.into_any().unbind()))
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "<ringio Op {} fd={} offset={} state={}>",
@@ -328,7 +374,7 @@ pub fn extract_fd(obj: &Bound<'_, PyAny>) -> PyResult<(RawFd, Option<Py<PyAny>>)
     }
 }
 
-fn check_offset(offset: i64) -> PyResult<i64> {
+pub fn check_offset(offset: i64) -> PyResult<i64> {
     if offset < 0 {
         return Err(PyValueError::new_err(format!(
             "offset must be >= 0, not {offset}"
@@ -357,14 +403,14 @@ fn check_resfd(resfd: Option<i64>) -> PyResult<Option<RawFd>> {
     }
 }
 
-struct Common {
-    rw_flags: i32,
-    ioprio: Option<u16>,
-    resfd: Option<RawFd>,
-    data: Py<PyAny>,
+pub struct Common {
+    pub rw_flags: i32,
+    pub ioprio: Option<u16>,
+    pub resfd: Option<RawFd>,
+    pub data: Py<PyAny>,
 }
 
-fn common(
+pub fn common(
     py: Python<'_>,
     rw_flags: i64,
     priority: Option<i64>,
@@ -378,6 +424,15 @@ fn common(
         ioprio: check_priority(priority)?,
         resfd: check_resfd(resfd)?,
         data: data.unwrap_or_else(|| py.None()),
+    })
+}
+
+pub fn new_status() -> Mutex<Status> {
+    Mutex::new(Status {
+        state: State::Idle,
+        token: 0,
+        res: None,
+        res2: 0,
     })
 }
 
@@ -397,18 +452,14 @@ fn build(
         fd,
         file,
         target,
-        offset: check_offset(offset)?,
+        offset,
         rw_flags: c.rw_flags,
         ioprio: c.ioprio,
         resfd: c.resfd,
         poll_events,
         data: c.data,
-        status: Mutex::new(Status {
-            state: State::Idle,
-            token: 0,
-            res: None,
-            res2: 0,
-        }),
+        status: new_status(),
+        fs: None,
     };
     // Validate the buffers now so misuse fails where the op is made.
     drop(op.acquire_views(py)?);
@@ -455,6 +506,7 @@ macro_rules! rw_op {
             data: Option<Py<PyAny>>,
         ) -> PyResult<Op> {
             let c = common(py, rw_flags, priority, resfd, data)?;
+            let offset = check_offset(offset)?;
             build(py, $code, fd, Target::One(buf.clone().unbind()), offset, 0, c)
         }
     };
@@ -477,6 +529,7 @@ macro_rules! rwv_op {
             data: Option<Py<PyAny>>,
         ) -> PyResult<Op> {
             let c = common(py, rw_flags, priority, resfd, data)?;
+            let offset = check_offset(offset)?;
             build(py, $code, fd, buffer_list(buffers)?, offset, 0, c)
         }
     };
@@ -531,6 +584,53 @@ sync_op!(
     "Flush the data of `fd` (and metadata needed to read it)."
 );
 
+/// Read into `buf` at the file's current position (pipes, sockets, FIFOs,
+/// terminals, or a regular file's offset), advancing it. io_uring only.
+#[pyfunction]
+#[pyo3(signature = (fd, buf, *, rw_flags=0, priority=None, data=None))]
+pub fn read(
+    py: Python<'_>,
+    fd: &Bound<'_, PyAny>,
+    buf: &Bound<'_, PyAny>,
+    rw_flags: i64,
+    priority: Option<i64>,
+    data: Option<Py<PyAny>>,
+) -> PyResult<Op> {
+    let c = common(py, rw_flags, priority, None, data)?;
+    build(
+        py,
+        OpCode::Read,
+        fd,
+        Target::One(buf.clone().unbind()),
+        STREAM_OFFSET,
+        0,
+        c,
+    )
+}
+
+/// Write `buf` at the file's current position, advancing it. io_uring only.
+#[pyfunction]
+#[pyo3(signature = (fd, buf, *, rw_flags=0, priority=None, data=None))]
+pub fn write(
+    py: Python<'_>,
+    fd: &Bound<'_, PyAny>,
+    buf: &Bound<'_, PyAny>,
+    rw_flags: i64,
+    priority: Option<i64>,
+    data: Option<Py<PyAny>>,
+) -> PyResult<Op> {
+    let c = common(py, rw_flags, priority, None, data)?;
+    build(
+        py,
+        OpCode::Write,
+        fd,
+        Target::One(buf.clone().unbind()),
+        STREAM_OFFSET,
+        0,
+        c,
+    )
+}
+
 /// Wait until `fd` has one of the poll `events` (select.POLLIN, ...); completes
 /// with the ready mask. Kernel AIO can cancel this op.
 #[pyfunction]
@@ -568,6 +668,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(fdsync, m)?,
         wrap_pyfunction!(poll, m)?,
         wrap_pyfunction!(noop, m)?,
+        wrap_pyfunction!(read, m)?,
+        wrap_pyfunction!(write, m)?,
     ] {
         m.add_function(f)?;
     }

@@ -95,3 +95,24 @@ pub fn page_size() -> usize {
         4096
     }
 }
+
+static FORK_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Counts fork()s in this process's ancestry, so that kernel contexts created
+/// before a fork are recognised (and left alone) in the child.
+pub fn install_fork_handler() {
+    // SAFETY: the handler only increments an atomic, which is async-signal-safe.
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+}
+
+pub fn fork_generation() -> u64 {
+    FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub fn forked_since(generation: u64) -> bool {
+    fork_generation() != generation
+}

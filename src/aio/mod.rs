@@ -35,14 +35,11 @@ impl AioEngine {
     pub fn maxevents(&self) -> u32 {
         self.maxevents
     }
-
-    pub fn waiter(&self) -> AioWaiter {
-        AioWaiter { ctx: self.ctx }
-    }
 }
 
-fn opcode(code: OpCode) -> u16 {
-    match code {
+/// The IOCB command for `code`; None for operations kernel AIO does not have.
+fn opcode(code: OpCode) -> Option<u16> {
+    Some(match code {
         OpCode::Read => abi::IOCB_CMD_PREAD,
         OpCode::Write => abi::IOCB_CMD_PWRITE,
         OpCode::Readv => abi::IOCB_CMD_PREADV,
@@ -51,7 +48,8 @@ fn opcode(code: OpCode) -> u16 {
         OpCode::Fdsync => abi::IOCB_CMD_FDSYNC,
         OpCode::Poll => abi::IOCB_CMD_POLL,
         OpCode::Noop => abi::IOCB_CMD_NOOP,
-    }
+        _ => return None,
+    })
 }
 
 fn raw(ev: &IoEvent) -> RawCompletion {
@@ -59,23 +57,34 @@ fn raw(ev: &IoEvent) -> RawCompletion {
         token: ev.data,
         res: ev.res,
         res2: ev.res2,
+        more: false,
     }
 }
 
 impl Engine for AioEngine {
     /// Boxed so that its address, which io_cancel matches on, never changes.
     type Slot = Box<Iocb>;
+    type Waiter = AioWaiter;
+
+    fn waiter(&self) -> AioWaiter {
+        AioWaiter { ctx: self.ctx }
+    }
 
     fn prepare(&mut self, req: &Request<'_>, token: u64) -> io::Result<Box<Iocb>> {
+        let op = req.op;
+        let Some(command) = opcode(op.code) else {
+            // Kernel AIO has no path or file-table operations; io_uring has.
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        };
         let mut iocb = Box::new(Iocb {
             aio_data: token,
-            aio_lio_opcode: opcode(req.code),
-            aio_fildes: req.fd as u32,
-            aio_offset: req.offset,
-            aio_rw_flags: req.rw_flags,
+            aio_lio_opcode: command,
+            aio_fildes: op.fd as u32,
+            aio_offset: op.offset,
+            aio_rw_flags: op.rw_flags,
             ..Iocb::default()
         });
-        match req.code {
+        match op.code {
             OpCode::Read | OpCode::Write => {
                 iocb.aio_buf = req.buf as u64;
                 iocb.aio_nbytes = req.len as u64;
@@ -84,15 +93,15 @@ impl Engine for AioEngine {
                 iocb.aio_buf = req.iovecs.as_ptr() as u64;
                 iocb.aio_nbytes = req.iovecs.len() as u64;
             }
-            OpCode::Poll => iocb.aio_buf = u64::from(req.poll_events),
-            OpCode::Fsync | OpCode::Fdsync | OpCode::Noop => {}
+            OpCode::Poll => iocb.aio_buf = u64::from(op.poll_events),
+            _ => {}
         }
-        if let Some(prio) = req.ioprio {
+        if let Some(prio) = op.ioprio {
             iocb.aio_flags |= abi::IOCB_FLAG_IOPRIO;
             iocb.aio_reqprio = prio as i16;
         }
         iocb.aio_flags |= abi::IOCB_FLAG_RESFD;
-        iocb.aio_resfd = req.resfd.unwrap_or(self.notify_fd()) as u32;
+        iocb.aio_resfd = op.resfd.unwrap_or(self.notify_fd()) as u32;
         Ok(iocb)
     }
 
@@ -155,7 +164,7 @@ impl Engine for AioEngine {
         self.eventfd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
     }
 
-    fn shutdown(&mut self) -> io::Result<()> {
+    fn shutdown(&mut self, _in_flight: usize, _out: &mut Vec<RawCompletion>) -> io::Result<()> {
         if !self.live {
             return Ok(());
         }
@@ -165,12 +174,6 @@ impl Engine for AioEngine {
         let res = abi::io_destroy(self.ctx);
         self.eventfd = None;
         res
-    }
-}
-
-impl Drop for AioEngine {
-    fn drop(&mut self) {
-        let _ = self.shutdown();
     }
 }
 

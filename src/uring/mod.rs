@@ -1,0 +1,472 @@
+//! The io_uring engine: one ring, SQEs pushed at submit, CQEs reaped in batches.
+
+pub mod py;
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+use crate::engine::{CancelOutcome, Engine, RawCompletion, Request, Submitted, Waiter};
+use crate::op::OpCode;
+
+/// user_data of the ring's own SQEs (cancellations): their CQEs are not ops'.
+const INTERNAL_TOKEN: u64 = u64::MAX;
+/// The most a single read or write transfers (the kernel's MAX_RW_COUNT).
+const MAX_RW_COUNT: usize = 0x7fff_f000;
+
+const IORING_ENTER_GETEVENTS: u32 = 1;
+const IORING_ENTER_EXT_ARG: u32 = 8;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    pub entries: u32,
+    /// Kernel SQ polling thread with this idle time (ms); opt-in, costly on small machines.
+    pub sqpoll_idle_ms: Option<u32>,
+    /// Allow SINGLE_ISSUER + DEFER_TASKRUN: completions then appear only when the
+    /// creating thread enters the kernel, so only that thread may use the ring.
+    pub single_issuer: bool,
+}
+
+/// Which setup the running kernel accepted.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub flags: Vec<&'static str>,
+    pub sq_entries: u32,
+    pub cq_entries: u32,
+    pub defer_taskrun: bool,
+}
+
+pub struct UringEngine {
+    ring: IoUring,
+    /// With SINGLE_ISSUER, the only thread the kernel lets use the ring.
+    owner: Option<std::thread::ThreadId>,
+    eventfd: Option<OwnedFd>,
+    setup: Setup,
+    live: bool,
+}
+
+fn build(opts: &Options, attempt: usize) -> io::Result<(IoUring, Setup)> {
+    let mut b = IoUring::builder();
+    let mut flags = vec!["SUBMIT_ALL", "CLAMP"];
+    b.setup_submit_all()
+        .setup_clamp()
+        .setup_cqsize(opts.entries.saturating_mul(4));
+    let defer = opts.single_issuer && attempt == 0 && opts.sqpoll_idle_ms.is_none();
+    if defer {
+        b.setup_single_issuer().setup_defer_taskrun();
+        flags.extend(["SINGLE_ISSUER", "DEFER_TASKRUN"]);
+    } else if attempt <= 1 {
+        b.setup_coop_taskrun();
+        flags.push("COOP_TASKRUN");
+    }
+    if let Some(idle) = opts.sqpoll_idle_ms {
+        b.setup_sqpoll(idle);
+        flags.push("SQPOLL");
+    }
+    let ring = b.build(opts.entries)?;
+    let setup = Setup {
+        flags,
+        sq_entries: ring.params().sq_entries(),
+        cq_entries: ring.params().cq_entries(),
+        defer_taskrun: defer,
+    };
+    Ok((ring, setup))
+}
+
+impl UringEngine {
+    /// Sets up a ring with the best flags the running kernel accepts: DEFER_TASKRUN
+    /// (when allowed), else COOP_TASKRUN, else neither.
+    pub fn new(opts: Options) -> io::Result<Self> {
+        let mut last = None;
+        for attempt in 0..3 {
+            match build(&opts, attempt) {
+                Ok((ring, setup)) => {
+                    let eventfd = crate::sys::eventfd()?;
+                    ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+                    return Ok(Self {
+                        owner: setup.defer_taskrun.then(|| std::thread::current().id()),
+                        ring,
+                        eventfd: Some(eventfd),
+                        setup,
+                        live: true,
+                    });
+                }
+                // EINVAL: a flag this kernel does not know; anything else is final.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL)))
+    }
+
+    pub fn setup(&self) -> &Setup {
+        &self.setup
+    }
+
+    pub fn ring_fd(&self) -> RawFd {
+        self.ring.as_raw_fd()
+    }
+
+    /// Runs deferred task work and flushes overflowed CQEs into the CQ.
+    fn get_events(&self) -> io::Result<()> {
+        enter(self.ring.as_raw_fd(), 0, IORING_ENTER_GETEVENTS, None).map(drop)
+    }
+
+    fn push_all(&mut self, batch: &[&mut squeue::Entry]) -> io::Result<()> {
+        let mut next = 0;
+        while next < batch.len() {
+            {
+                let mut sq = self.ring.submission();
+                while next < batch.len() && !sq.is_full() {
+                    // SAFETY: every SQE's buffers, iovecs, paths and statx buffer are
+                    // owned by its in-flight entry until its completion is reaped.
+                    unsafe { sq.push(batch[next]) }.expect("SQ has room");
+                    next += 1;
+                }
+            }
+            self.enter_submit()?;
+        }
+        Ok(())
+    }
+
+    fn enter_submit(&self) -> io::Result<()> {
+        loop {
+            match self.ring.submit() {
+                Ok(_) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                // The CQ is full and the kernel wants it drained first: the SQEs stay
+                // queued and go in with the next enter.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn drain_cq(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> usize {
+        let mut n = 0;
+        for cqe in self.ring.completion() {
+            if cqe.user_data() == INTERNAL_TOKEN {
+                continue;
+            }
+            out.push(RawCompletion {
+                token: cqe.user_data(),
+                res: i64::from(cqe.result()),
+                res2: i64::from(cqe.flags()),
+                more: io_uring::cqueue::more(cqe.flags()),
+            });
+            n += 1;
+            if n >= max {
+                break;
+            }
+        }
+        n
+    }
+
+    fn encode(req: &Request<'_>) -> io::Result<squeue::Entry> {
+        let op = req.op;
+        let fd = types::Fd(op.fd);
+        let offset = op.offset as u64; // -1 (u64::MAX): at the file position
+        let prio = op.ioprio.unwrap_or(0);
+        let len = req.len.min(MAX_RW_COUNT) as u32;
+        if op.resfd.is_some() {
+            // A per-op eventfd is kernel AIO's; io_uring signals its own.
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        }
+        let fs = op.fs.as_deref();
+        let path =
+            |p: &Option<std::ffi::CString>| p.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+        let einval = || io::Error::from_raw_os_error(libc::EINVAL);
+        Ok(match op.code {
+            OpCode::Read => opcode::Read::new(fd, req.buf, len)
+                .offset(offset)
+                .rw_flags(op.rw_flags)
+                .ioprio(prio)
+                .build(),
+            OpCode::Write => opcode::Write::new(fd, req.buf, len)
+                .offset(offset)
+                .rw_flags(op.rw_flags)
+                .ioprio(prio)
+                .build(),
+            OpCode::Readv => opcode::Readv::new(fd, req.iovecs.as_ptr(), req.iovecs.len() as u32)
+                .offset(offset)
+                .rw_flags(op.rw_flags)
+                .ioprio(prio)
+                .build(),
+            OpCode::Writev => opcode::Writev::new(fd, req.iovecs.as_ptr(), req.iovecs.len() as u32)
+                .offset(offset)
+                .rw_flags(op.rw_flags)
+                .ioprio(prio)
+                .build(),
+            OpCode::Fsync => opcode::Fsync::new(fd).build(),
+            OpCode::Fdsync => opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
+            OpCode::Poll => opcode::PollAdd::new(fd, op.poll_events).build(),
+            OpCode::Noop => opcode::Nop::new().build(),
+            OpCode::Close => opcode::Close::new(fd).build(),
+            OpCode::OpenAt => {
+                let a = fs.ok_or_else(einval)?;
+                opcode::OpenAt::new(types::Fd(a.dirfd), path(&a.path))
+                    .flags(a.flags)
+                    .mode(a.mode)
+                    .build()
+            }
+            OpCode::Statx => {
+                let a = fs.ok_or_else(einval)?;
+                let buf = a.statx.as_ref().ok_or_else(einval)?;
+                opcode::Statx::new(types::Fd(a.dirfd), path(&a.path), buf.as_mut_ptr().cast())
+                    .flags(a.flags)
+                    .mask(a.mode)
+                    .build()
+            }
+            OpCode::Ftruncate => {
+                let a = fs.ok_or_else(einval)?;
+                opcode::Ftruncate::new(fd, a.length).build()
+            }
+            OpCode::Fallocate => {
+                let a = fs.ok_or_else(einval)?;
+                opcode::Fallocate::new(fd, a.length)
+                    .offset(offset)
+                    .mode(a.flags)
+                    .build()
+            }
+            OpCode::RenameAt => {
+                let a = fs.ok_or_else(einval)?;
+                opcode::RenameAt::new(
+                    types::Fd(a.dirfd),
+                    path(&a.path),
+                    types::Fd(a.dirfd2),
+                    path(&a.path2),
+                )
+                .flags(a.flags as u32)
+                .build()
+            }
+            OpCode::UnlinkAt => {
+                let a = fs.ok_or_else(einval)?;
+                opcode::UnlinkAt::new(types::Fd(a.dirfd), path(&a.path))
+                    .flags(a.flags)
+                    .build()
+            }
+            OpCode::MkdirAt => {
+                let a = fs.ok_or_else(einval)?;
+                opcode::MkDirAt::new(types::Fd(a.dirfd), path(&a.path))
+                    .mode(a.mode)
+                    .build()
+            }
+            OpCode::SymlinkAt => {
+                let a = fs.ok_or_else(einval)?;
+                opcode::SymlinkAt::new(types::Fd(a.dirfd2), path(&a.path), path(&a.path2)).build()
+            }
+            OpCode::LinkAt => {
+                let a = fs.ok_or_else(einval)?;
+                opcode::LinkAt::new(
+                    types::Fd(a.dirfd),
+                    path(&a.path),
+                    types::Fd(a.dirfd2),
+                    path(&a.path2),
+                )
+                .flags(a.flags)
+                .build()
+            }
+        })
+    }
+}
+
+/// io_uring_enter with GETEVENTS, optionally waiting for `min_complete` CQEs for
+/// at most `timeout` (EXT_ARG, Linux 5.11).
+fn enter(
+    ring_fd: RawFd,
+    min_complete: u32,
+    flags: u32,
+    timeout: Option<Duration>,
+) -> io::Result<usize> {
+    #[repr(C)]
+    struct GeteventsArg {
+        sigmask: u64,
+        sigmask_sz: u32,
+        min_wait_usec: u32,
+        ts: u64,
+    }
+    let ts = timeout.map(|t| {
+        types::Timespec::new()
+            .sec(t.as_secs())
+            .nsec(t.subsec_nanos())
+    });
+    let arg = GeteventsArg {
+        sigmask: 0,
+        sigmask_sz: 0,
+        min_wait_usec: 0,
+        ts: ts
+            .as_ref()
+            .map_or(0, |t| t as *const types::Timespec as u64),
+    };
+    // SAFETY: `arg` and the timespec it points to outlive the call; the kernel reads
+    // exactly size_of::<GeteventsArg>() bytes, as EXT_ARG specifies.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_enter,
+            ring_fd,
+            0u32,
+            min_complete,
+            flags | IORING_ENTER_EXT_ARG,
+            &arg as *const GeteventsArg,
+            std::mem::size_of::<GeteventsArg>(),
+        )
+    };
+    crate::sys::cvt(rc).map(|n| n as usize)
+}
+
+impl Engine for UringEngine {
+    /// The encoded SQE; pushed into the SQ only at submit, so that a batch refused
+    /// while being prepared leaves nothing behind in the ring.
+    type Slot = squeue::Entry;
+    type Waiter = UringWaiter;
+
+    fn waiter(&self) -> UringWaiter {
+        UringWaiter {
+            ring_fd: self.ring.as_raw_fd(),
+        }
+    }
+
+    fn check_caller(&self) -> io::Result<()> {
+        match self.owner {
+            Some(owner) if owner != std::thread::current().id() => {
+                Err(io::Error::from_raw_os_error(libc::EEXIST))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn prepare(&mut self, req: &Request<'_>, token: u64) -> io::Result<squeue::Entry> {
+        Ok(Self::encode(req)?.user_data(token))
+    }
+
+    fn submit(&mut self, batch: &mut [&mut squeue::Entry]) -> Submitted {
+        // Once in the SQ an SQE will reach the kernel (a failed enter is retried by
+        // the next one), so every pushed SQE counts as accepted; its errors arrive
+        // in its CQE (SUBMIT_ALL).
+        let error = self.push_all(batch).err();
+        Submitted {
+            accepted: batch.len(),
+            error,
+        }
+    }
+
+    fn cancel(&mut self, slot: &mut squeue::Entry) -> io::Result<CancelOutcome> {
+        let target = slot.get_user_data();
+        let sqe = opcode::AsyncCancel::new(target)
+            .build()
+            .user_data(INTERNAL_TOKEN);
+        self.push_all(&[&mut sqe.clone()])?;
+        Ok(CancelOutcome::Requested)
+    }
+
+    fn reap_now(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> io::Result<()> {
+        if self.setup.defer_taskrun || self.ring.submission().cq_overflow() {
+            self.get_events()?;
+        }
+        let mut left = max;
+        loop {
+            left -= self.drain_cq(out, left);
+            if left == 0 || !self.ring.submission().cq_overflow() {
+                return Ok(());
+            }
+            // Completions the CQ had no room for wait in the kernel (NODROP).
+            self.get_events()?;
+        }
+    }
+
+    fn notify_fd(&self) -> RawFd {
+        self.eventfd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
+    }
+
+    fn shutdown(&mut self, in_flight: usize, out: &mut Vec<RawCompletion>) -> io::Result<()> {
+        if !self.live {
+            return Ok(());
+        }
+        // Closing a ring does not wait for io-wq workers that may still write into
+        // buffers: cancel everything and wait for every in-flight CQE first.
+        let cancel_all = opcode::AsyncCancel2::new(types::CancelBuilder::any())
+            .build()
+            .user_data(INTERNAL_TOKEN);
+        self.push_all(&[&mut cancel_all.clone()])?;
+        let mut seen = 0;
+        while seen < in_flight {
+            let before = out.len();
+            self.reap_now(out, usize::MAX)?;
+            seen += out[before..].iter().filter(|c| !c.more).count();
+            if seen < in_flight {
+                match enter(self.ring.as_raw_fd(), 1, IORING_ENTER_GETEVENTS, None) {
+                    Ok(_) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        self.live = false;
+        self.eventfd = None;
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct UringWaiter {
+    ring_fd: RawFd,
+}
+
+impl Waiter for UringWaiter {
+    /// Waits until at least `min` CQEs are in the CQ; the caller then reaps them.
+    fn wait(
+        &self,
+        _out: &mut Vec<RawCompletion>,
+        min: usize,
+        _max: usize,
+        timeout: Option<Duration>,
+    ) -> io::Result<()> {
+        enter(self.ring_fd, min as u32, IORING_ENTER_GETEVENTS, timeout).map(drop)
+    }
+}
+
+/// The opcodes the running kernel supports, by ringio's names.
+pub fn probe() -> io::Result<Vec<(&'static str, bool)>> {
+    let ring = IoUring::new(2)?;
+    let mut probe = io_uring::Probe::new();
+    ring.submitter().register_probe(&mut probe)?;
+    Ok([
+        ("read", opcode::Read::CODE),
+        ("write", opcode::Write::CODE),
+        ("readv", opcode::Readv::CODE),
+        ("writev", opcode::Writev::CODE),
+        ("fsync", opcode::Fsync::CODE),
+        ("poll_add", opcode::PollAdd::CODE),
+        ("nop", opcode::Nop::CODE),
+        ("openat", opcode::OpenAt::CODE),
+        ("close", opcode::Close::CODE),
+        ("statx", opcode::Statx::CODE),
+        ("ftruncate", opcode::Ftruncate::CODE),
+        ("fallocate", opcode::Fallocate::CODE),
+        ("renameat", opcode::RenameAt::CODE),
+        ("unlinkat", opcode::UnlinkAt::CODE),
+        ("mkdirat", opcode::MkDirAt::CODE),
+        ("symlinkat", opcode::SymlinkAt::CODE),
+        ("linkat", opcode::LinkAt::CODE),
+        ("async_cancel", opcode::AsyncCancel::CODE),
+        ("accept", opcode::Accept::CODE),
+        ("connect", opcode::Connect::CODE),
+        ("send", opcode::Send::CODE),
+        ("recv", opcode::Recv::CODE),
+        ("sendmsg", opcode::SendMsg::CODE),
+        ("recvmsg", opcode::RecvMsg::CODE),
+        ("timeout", opcode::Timeout::CODE),
+        ("link_timeout", opcode::LinkTimeout::CODE),
+        ("splice", opcode::Splice::CODE),
+        ("send_zc", opcode::SendZc::CODE),
+    ]
+    .into_iter()
+    .map(|(name, code)| (name, probe.is_supported(code)))
+    .collect())
+}

@@ -1,0 +1,165 @@
+//! `ringio.uring.Ring`: an io_uring instance, synchronously, from Python.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::{Options, UringEngine};
+use crate::errors;
+use crate::op::{Completion, Op};
+use crate::pydriver::PyDriver;
+
+/// An io_uring instance with a registered eventfd.
+///
+/// Ops go into the submission queue at `submit()` (one io_uring_enter for the whole
+/// list); completions are collected by `get_events()` / `reap()`.
+#[pyclass(module = "ringio._core", frozen)]
+pub struct Ring {
+    inner: PyDriver<UringEngine>,
+    flags: Vec<&'static str>,
+    sq_entries: u32,
+    cq_entries: u32,
+    defer_taskrun: bool,
+}
+
+#[pymethods]
+impl Ring {
+    /// `entries`: submission queue size (the completion queue is 4x). `sqpoll_idle`:
+    /// start a kernel polling thread that sleeps after this many ms idle (opt-in:
+    /// it costs a CPU). `single_issuer`: allow SINGLE_ISSUER + DEFER_TASKRUN, the
+    /// fastest mode, where only the creating thread may use the ring.
+    #[new]
+    #[pyo3(signature = (entries=256, *, sqpoll_idle=None, single_issuer=false))]
+    fn new(
+        py: Python<'_>,
+        entries: i64,
+        sqpoll_idle: Option<u32>,
+        single_issuer: bool,
+    ) -> PyResult<Self> {
+        if !(1..=32768).contains(&entries) {
+            return Err(PyValueError::new_err(format!(
+                "entries must be between 1 and 32768, not {entries}"
+            )));
+        }
+        let engine = UringEngine::new(Options {
+            entries: entries as u32,
+            sqpoll_idle_ms: sqpoll_idle,
+            single_issuer,
+        })
+        .map_err(|e| errors::io_error(py, &e, None))?;
+        let setup = engine.setup().clone();
+        Ok(Self {
+            inner: PyDriver::new(engine, setup.cq_entries),
+            flags: setup.flags,
+            sq_entries: setup.sq_entries,
+            cq_entries: setup.cq_entries,
+            defer_taskrun: setup.defer_taskrun,
+        })
+    }
+
+    /// Pushes every op into the submission queue and submits them with one
+    /// io_uring_enter (more if they outnumber the queue). Returns the count. Errors
+    /// of individual ops arrive in their completions.
+    fn submit(&self, py: Python<'_>, ops: &Bound<'_, PyAny>) -> PyResult<usize> {
+        self.inner.submit(py, ops)
+    }
+
+    /// Waits for at least `min_nr` completions (at most `max_nr`) for up to
+    /// `timeout` seconds (None: no limit), with the GIL released.
+    #[pyo3(signature = (min_nr=1, max_nr=None, timeout=None))]
+    fn get_events(
+        &self,
+        py: Python<'_>,
+        min_nr: i64,
+        max_nr: Option<i64>,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<Py<Completion>>> {
+        self.inner.get_events(py, min_nr, max_nr, timeout)
+    }
+
+    /// Every completion already available, without blocking.
+    fn reap(&self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
+        self.inner.reap(py)
+    }
+
+    /// Submits an async cancel for `op`. The op then completes with -ECANCELED, or
+    /// with its own result if it finished first. Returns None.
+    fn cancel(&self, py: Python<'_>, op: &Bound<'_, Op>) -> PyResult<Option<Py<Completion>>> {
+        self.inner.cancel(py, op)
+    }
+
+    /// Cancels every in-flight op, waits (GIL released) for their completions, and
+    /// releases the ring; those final completions are available from `reap()`.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.inner.close(py)
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    #[getter]
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+
+    /// How many completions one reap can hold (the CQ size).
+    #[getter]
+    fn maxevents(&self) -> u32 {
+        self.inner.capacity()
+    }
+
+    /// The setup the kernel accepted: flags and queue sizes.
+    #[getter]
+    fn setup<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("flags", self.flags.clone())?;
+        d.set_item("sq_entries", self.sq_entries)?;
+        d.set_item("cq_entries", self.cq_entries)?;
+        d.set_item("defer_taskrun", self.defer_taskrun)?;
+        Ok(d)
+    }
+
+    /// The registered eventfd, readable while completions wait.
+    fn fileno(&self) -> PyResult<i32> {
+        self.inner.fileno()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _t: Option<Py<PyAny>>,
+        _v: Option<Py<PyAny>>,
+        _tb: Option<Py<PyAny>>,
+    ) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<ringio.uring.Ring sq={} cq={} flags={} in_flight={}{}>",
+            self.sq_entries,
+            self.cq_entries,
+            self.flags.join("|"),
+            self.inner.in_flight(),
+            if self.inner.is_closed() {
+                " closed"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+/// The io_uring opcodes the running kernel supports, as {name: bool}. Raises the
+/// kernel's OSError where io_uring itself is refused (seccomp, io_uring_disabled).
+#[pyfunction]
+pub fn probe(py: Python<'_>) -> PyResult<Vec<(&'static str, bool)>> {
+    super::probe().map_err(|e| errors::io_error(py, &e, None))
+}

@@ -1,0 +1,333 @@
+"""ringio.uring.Ring: every operation through the kernel, synchronously."""
+
+from __future__ import annotations
+
+import errno
+import gc
+import os
+import select
+import socket
+import threading
+import weakref
+from pathlib import Path
+
+import pytest
+
+import ringio
+from ringio import uring
+
+try:
+    uring.probe()
+except OSError as e:  # seccomp or kernel.io_uring_disabled
+    pytest.skip(f"io_uring unavailable: {e}", allow_module_level=True)
+
+SUPPORTED = uring.probe()
+
+
+@pytest.fixture(params=[False, True], ids=["coop", "defer_taskrun"])
+def ring(request):
+    with uring.Ring(64, single_issuer=request.param) as r:
+        yield r
+
+
+def run(ring, *ops):
+    assert ring.submit(list(ops)) == len(ops)
+    done = ring.get_events(len(ops), timeout=10)
+    by_op = {id(c.op): c for c in done}
+    assert len(by_op) == len(ops)
+    return [by_op[id(op)] for op in ops]
+
+
+def test_setup_reports_the_flags_the_kernel_took(ring):
+    setup = ring.setup
+    assert "SUBMIT_ALL" in setup["flags"]
+    assert setup["cq_entries"] >= setup["sq_entries"] >= 64
+    if setup["defer_taskrun"]:
+        assert "SINGLE_ISSUER" in setup["flags"]
+
+
+def test_probe_lists_the_file_opcodes():
+    for name in ("read", "write", "readv", "writev", "fsync", "openat", "statx", "close"):
+        assert SUPPORTED[name] is True
+
+
+def test_pwrite_pread_round_trip(ring, empty_file):
+    [w] = run(ring, uring.pwrite(empty_file, b"io_uring!", 3))
+    buf = bytearray(9)
+    [r] = run(ring, uring.pread(empty_file, buf, 3))
+    assert (w.res, r.res, buf) == (9, 9, bytearray(b"io_uring!"))
+
+
+def test_vectored_round_trip_across_many_buffers(ring, empty_file):
+    parts = [bytes([i % 256]) * (i % 13 + 1) for i in range(500)]
+    [w] = run(ring, uring.pwritev(empty_file, parts, 0))
+    joined = b"".join(parts)
+    assert w.res == len(joined)
+    back = [bytearray(len(p)) for p in parts]
+    [r] = run(ring, uring.preadv(empty_file, back, 0))
+    assert r.res == len(joined) and b"".join(back) == joined
+
+
+def test_read_and_write_at_the_file_position_work_on_pipes(ring):
+    rfd, wfd = os.pipe()
+    try:
+        [w] = run(ring, uring.write(wfd, b"through a pipe"))
+        buf = bytearray(64)
+        [r] = run(ring, uring.read(rfd, buf))
+        assert w.res == 14 and bytes(buf[: r.res]) == b"through a pipe"
+    finally:
+        os.close(rfd)
+        os.close(wfd)
+
+
+def test_read_at_the_file_position_advances_it(ring, data_file):
+    fd, payload = data_file
+    os.lseek(fd, 100, os.SEEK_SET)
+    buf = bytearray(10)
+    [r] = run(ring, uring.read(fd, buf))
+    assert buf == payload[100:110] and os.lseek(fd, 0, os.SEEK_CUR) == 110
+
+
+def test_fsync_and_fdsync(ring, empty_file):
+    os.write(empty_file, b"x")
+    assert [c.res for c in run(ring, uring.fsync(empty_file), uring.fdsync(empty_file))] == [0, 0]
+
+
+def test_noop_completes_with_zero(ring, empty_file):
+    [c] = run(ring, uring.noop(empty_file))
+    assert c.res == 0
+
+
+def test_openat_statx_close(ring, tmp_path: Path):
+    path = tmp_path / "f.txt"
+    path.write_bytes(b"12345")
+    [o] = run(ring, uring.openat(path, os.O_RDONLY))
+    fd = o.result()
+    try:
+        assert fd >= 0 and os.get_inheritable(fd) is False  # O_CLOEXEC is added
+        assert os.read(fd, 10) == b"12345"
+        st_op = uring.statx(path)
+        fst_op = uring.fstat(fd)
+        run(ring, st_op, fst_op)
+        st, fst, ref = uring.stat_result(st_op), uring.stat_result(fst_op), os.stat(path)
+        for s in (st, fst):
+            assert s == ref and s.st_mtime_ns == ref.st_mtime_ns and s.st_blocks == ref.st_blocks
+    finally:
+        [c] = run(ring, uring.close(fd))
+    assert c.res == 0
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_openat_create_with_mode_and_dir_fd(ring, tmp_path: Path):
+    dfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        [o] = run(ring, uring.openat("new.bin", os.O_CREAT | os.O_WRONLY, 0o640, dir_fd=dfd))
+        os.close(o.result())
+    finally:
+        os.close(dfd)
+    assert (tmp_path / "new.bin").stat().st_mode & 0o777 == 0o640 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_missing_file_is_file_not_found_naming_the_path(ring, tmp_path: Path):
+    missing = tmp_path / "nope" / "x"
+    [c] = run(ring, uring.openat(missing, os.O_RDONLY))
+    err = c.error
+    assert isinstance(err, FileNotFoundError) and err.filename == str(missing)
+    with pytest.raises(FileNotFoundError):
+        c.result()
+
+
+def test_stat_of_a_missing_path(ring, tmp_path: Path):
+    op = uring.statx(tmp_path / "missing")
+    [c] = run(ring, op)
+    assert isinstance(c.error, FileNotFoundError)
+    with pytest.raises(ValueError, match="not completed"):
+        uring.stat_result(op)
+
+
+def test_path_operations(ring, tmp_path: Path):
+    (tmp_path / "a").write_text("A")
+    results = run(
+        ring,
+        uring.mkdirat(tmp_path / "d", 0o700),
+        uring.renameat(tmp_path / "a", tmp_path / "b"),
+    )
+    assert [c.res for c in results] == [0, 0]
+    results = run(
+        ring,
+        uring.symlinkat("b", tmp_path / "s"),
+        uring.linkat(tmp_path / "b", tmp_path / "h"),
+    )
+    assert [c.res for c in results] == [0, 0]
+    assert os.readlink(tmp_path / "s") == "b" and (tmp_path / "h").read_text() == "A"
+    assert os.stat(tmp_path / "h").st_nlink == 2
+    results = run(
+        ring,
+        uring.unlinkat(tmp_path / "h"),
+        uring.unlinkat(tmp_path / "d", rmdir=True),
+    )
+    assert [c.res for c in results] == [0, 0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "s"]
+
+
+def test_rename_error_names_both_paths(ring, tmp_path: Path):
+    [c] = run(ring, uring.renameat(tmp_path / "x", tmp_path / "y"))
+    assert c.error.filename == str(tmp_path / "x") and c.error.filename2 == str(tmp_path / "y")
+
+
+@pytest.mark.skipif(not SUPPORTED.get("ftruncate"), reason="IORING_OP_FTRUNCATE needs 6.9")
+def test_ftruncate_and_fallocate(ring, data_file):
+    fd, payload = data_file
+    [c] = run(ring, uring.ftruncate(fd, 1000))
+    assert c.res == 0 and os.fstat(fd).st_size == 1000
+    [c] = run(ring, uring.fallocate(fd, 0, 1 << 20))
+    assert c.res == 0 and os.fstat(fd).st_size == 1 << 20
+    assert os.pread(fd, 1000, 0) == payload[:1000]
+
+
+def test_embedded_nul_in_a_path_is_a_value_error():
+    with pytest.raises(ValueError, match="null"):
+        uring.openat("a\0b", os.O_RDONLY)
+
+
+def test_a_path_of_the_wrong_type_is_a_type_error():
+    with pytest.raises(TypeError, match="PathLike"):
+        uring.statx(42)
+
+
+def test_poll_and_cancel(ring):
+    a, b = socket.socketpair()
+    with a, b:
+        op = uring.poll(a, select.POLLIN)
+        ring.submit([op])
+        assert ring.get_events(1, timeout=0.02) == []
+        assert ring.cancel(op) is None
+        [c] = ring.get_events(1, timeout=5)
+        assert c.op is op and c.res == -errno.ECANCELED
+
+
+def test_a_blocked_read_owns_its_buffer_until_cancelled_and_reaped(ring):
+    a, b = socket.socketpair()
+
+    class Buf(bytearray):
+        pass
+
+    with a, b:
+        buf = Buf(100)
+        alive = weakref.ref(buf)
+        op = uring.read(a, buf)
+        ring.submit([op])
+        del buf
+        gc.collect()
+        assert alive() is not None and ring.in_flight == 1
+        ring.cancel(op)
+        [c] = ring.get_events(1, timeout=5)
+        assert c.res == -errno.ECANCELED
+        del c, op
+        gc.collect()
+        assert alive() is None and ring.in_flight == 0
+
+
+def test_per_op_resfd_is_refused_on_io_uring(ring, data_file):
+    fd, _ = data_file
+    efd = os.eventfd(0)
+    try:
+        with pytest.raises(OSError) as info:
+            ring.submit([uring.pread(fd, bytearray(1), 0, resfd=efd)])
+        assert info.value.errno == errno.EOPNOTSUPP
+    finally:
+        os.close(efd)
+
+
+def test_a_batch_larger_than_the_submission_queue(data_file):
+    fd, payload = data_file
+    with uring.Ring(8) as ring:
+        bufs = [bytearray(16) for _ in range(200)]
+        ring.submit([uring.pread(fd, b, i * 16) for i, b in enumerate(bufs)])
+        done = []
+        while len(done) < 200:
+            done += ring.get_events(1, timeout=5)
+        assert b"".join(bufs) == payload[: 200 * 16]
+
+
+def test_more_completions_than_the_completion_queue_lose_none(data_file):
+    # 64 SQ entries -> 256 CQ entries; 2,000 completions overflow it (NODROP).
+    fd, _ = data_file
+    with uring.Ring(64) as ring:
+        ops = [uring.pread(fd, bytearray(8), i) for i in range(2000)]
+        for i in range(0, 2000, 500):
+            ring.submit(ops[i : i + 500])
+        seen = 0
+        while seen < 2000:
+            seen += len(ring.get_events(1, timeout=5))
+        assert seen == 2000 and ring.in_flight == 0
+        assert all(op.result == 8 for op in ops)
+
+
+def test_close_cancels_in_flight_ops_and_hands_back_their_completions():
+    a, b = socket.socketpair()
+    with a, b:
+        ring = uring.Ring(8)
+        ops = [uring.read(a, bytearray(10)), uring.poll(a, select.POLLIN)]
+        ring.submit(ops)
+        ring.close()
+        assert ring.closed and all(op.state == "done" for op in ops)
+        assert sorted(c.res for c in ring.reap()) == [-errno.ECANCELED] * 2
+        with pytest.raises(ValueError, match="closed"):
+            ring.submit([uring.noop(a)])
+
+
+def test_get_events_releases_the_gil(ring):
+    if ring.setup["defer_taskrun"]:
+        pytest.skip("a DEFER_TASKRUN ring belongs to its creating thread")
+    a, b = socket.socketpair()
+    with a, b:
+        ring.submit([uring.read(a, bytearray(4))])
+        t = threading.Timer(0.05, lambda: b.send(b"ping"))
+        t.start()
+        [c] = ring.get_events(1, timeout=5)  # the timer thread runs meanwhile
+        t.join()
+        assert c.res == 4
+
+
+def test_a_defer_taskrun_ring_used_from_another_thread_fails_cleanly():
+    ring = uring.Ring(8, single_issuer=True)
+    if not ring.setup["defer_taskrun"]:
+        pytest.skip("kernel without DEFER_TASKRUN")
+    errors = []
+
+    def other():
+        try:
+            ring.submit([uring.noop(0)])
+        except OSError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert errors and errors[0].errno == errno.EEXIST
+    assert "thread" in str(errors[0])
+    ring.submit([uring.noop(0)])  # still fine from its own thread
+    assert len(ring.get_events(1, timeout=5)) == 1
+    ring.close()
+
+
+def test_o_direct_reads_with_aligned_buffers(ring, tmp_path: Path):
+    path = tmp_path / "direct"
+    payload = os.urandom(1 << 16)
+    path.write_bytes(payload)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        bufs = [ringio.aligned(4096) for _ in range(8)]
+        results = run(ring, *(uring.pread(fd, b, i * 4096) for i, b in enumerate(bufs)))
+        assert [c.res for c in results] == [4096] * 8
+        assert b"".join(bytes(b) for b in bufs) == payload[: 8 * 4096]
+    finally:
+        os.close(fd)
