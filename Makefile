@@ -64,6 +64,6 @@ bench-peers:
 		(cd bench/peers/gaio && go build -o ../../build/gaiobench .) && echo "built $(BENCH_BUILD)/gaiobench"; \
 	else echo "bench-peers: go not found; gaio peer skipped"; fi
 	@if command -v gcc >/dev/null; then \
-		gcc -O2 -Wall -Wextra -o $(BENCH_BUILD)/echoclient bench/client/echoclient.c -lm \
+		gcc -O2 -Wall -Wextra -o $(BENCH_BUILD)/echoclient bench/client/echoclient.c -pthread \
 		&& echo "built $(BENCH_BUILD)/echoclient"; \
 	else echo "bench-peers: gcc not found; C echo client skipped"; fi
