@@ -53,3 +53,17 @@ docs: install
 
 clean:
 	rm -rf $(VENV) target site
+
+# Networking benchmark peers (gaio echo benchmarks in Go, closed-loop echo client in C),
+# built into bench/build/. Each is skipped with a note when its toolchain is missing.
+BENCH_BUILD := bench/build
+.PHONY: bench-peers
+bench-peers:
+	@mkdir -p $(BENCH_BUILD)
+	@if command -v go >/dev/null; then \
+		(cd bench/peers/gaio && go build -o ../../build/gaiobench .) && echo "built $(BENCH_BUILD)/gaiobench"; \
+	else echo "bench-peers: go not found; gaio peer skipped"; fi
+	@if command -v gcc >/dev/null; then \
+		gcc -O2 -Wall -Wextra -o $(BENCH_BUILD)/echoclient bench/client/echoclient.c -pthread \
+		&& echo "built $(BENCH_BUILD)/echoclient"; \
+	else echo "bench-peers: gcc not found; C echo client skipped"; fi
