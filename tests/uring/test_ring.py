@@ -84,7 +84,7 @@ def test_read_at_the_file_position_advances_it(ring, data_file):
     fd, payload = data_file
     os.lseek(fd, 100, os.SEEK_SET)
     buf = bytearray(10)
-    [r] = run(ring, uring.read(fd, buf))
+    [_r] = run(ring, uring.read(fd, buf))
     assert buf == payload[100:110] and os.lseek(fd, 0, os.SEEK_CUR) == 110
 
 
