@@ -57,6 +57,7 @@ pub trait Engine: Send {
     /// Per-op state the kernel may refer to until completion (it must not move).
     type Slot: Send;
     type Waiter: Waiter;
+    type Launch: Send;
 
     fn waiter(&self) -> Self::Waiter;
 
@@ -67,7 +68,13 @@ pub trait Engine: Send {
     }
 
     fn prepare(&mut self, req: &Request<'_>, token: u64) -> io::Result<Self::Slot>;
-    fn submit(&mut self, batch: &mut [&mut Self::Slot]) -> Submitted;
+    /// Readies a batch for the kernel under the driver's lock; what the kernel
+    /// still has to be told goes into the returned `Launch`.
+    fn stage(&mut self, batch: &mut [&mut Self::Slot]) -> Self::Launch;
+    /// Hands a staged batch to the kernel. Runs with neither the driver's lock nor
+    /// the GIL, since the kernel may do the I/O inside the call (buffered kernel
+    /// AIO on a socket blocks until data arrives).
+    fn launch(launch: Self::Launch) -> Submitted;
     fn cancel(&mut self, slot: &mut Self::Slot) -> io::Result<CancelOutcome>;
     /// Completions already available, without blocking.
     fn reap_now(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> io::Result<()>;
@@ -117,6 +124,9 @@ pub struct Driver<E: Engine> {
     closed: bool,
     /// The fork generation this driver was created in.
     generation: u64,
+    /// Submissions between begin_submit and finish_submit: the kernel may be
+    /// reading their slots, so close must wait for them.
+    launching: usize,
 }
 
 impl<E: Engine> Driver<E> {
@@ -127,6 +137,7 @@ impl<E: Engine> Driver<E> {
             next_token: 1,
             closed: false,
             generation: crate::sys::fork_generation(),
+            launching: 0,
         }
     }
 
@@ -138,6 +149,10 @@ impl<E: Engine> Driver<E> {
         self.closed
     }
 
+    pub fn is_launching(&self) -> bool {
+        self.launching > 0
+    }
+
     pub fn check_open(&self) -> PyResult<()> {
         self.check_process()?;
         if self.closed {
@@ -147,28 +162,52 @@ impl<E: Engine> Driver<E> {
         }
     }
 
-    /// Submits `ops` in one batch. Returns how many the kernel accepted; raises the
-    /// error of the first refused op (an `OSError` when none went in, a
-    /// `PartialSubmitError` naming `submitted` and `op` otherwise).
-    pub fn submit(&mut self, py: Python<'_>, ops: &[Bound<'_, Op>]) -> PyResult<usize> {
+    /// First half of a submission, under the driver's lock with the GIL held:
+    /// prepares `ops`, stages them with the engine, and records them as in flight
+    /// (before the kernel sees them, so that a concurrent reaper finds them).
+    pub fn begin_submit(
+        &mut self,
+        py: Python<'_>,
+        ops: &[Bound<'_, Op>],
+    ) -> PyResult<(Vec<u64>, E::Launch)> {
         self.check_open()?;
         self.check_caller(py)?;
         let mut batch: Vec<(u64, InFlight<E::Slot>)> = Vec::with_capacity(ops.len());
-        let prepared = self.prepare_all(py, ops, &mut batch);
-        if let Err(e) = prepared {
+        if let Err(e) = self.prepare_all(py, ops, &mut batch) {
             Self::abandon(&batch);
             return Err(e);
         }
-        let outcome = {
+        let launch = {
             let mut slots: Vec<&mut E::Slot> = batch.iter_mut().map(|(_, f)| &mut f.slot).collect();
-            self.engine.submit(&mut slots)
+            self.engine.stage(&mut slots)
         };
-        let accepted = outcome.accepted;
-        let refused: Vec<_> = batch.split_off(accepted);
-        Self::abandon(&refused);
+        self.launching += 1;
+        let mut tokens = Vec::with_capacity(batch.len());
         for (token, entry) in batch {
             entry.op.get().status().token = token;
+            tokens.push(token);
             self.inflight.insert(token, entry);
+        }
+        Ok((tokens, launch))
+    }
+
+    /// Second half, under the lock again after `E::launch` ran without it: takes
+    /// back the ops the kernel refused and reports the error of the first of them
+    /// (an `OSError` when none went in, a `PartialSubmitError` naming `submitted`
+    /// and `op` otherwise). Returns how many the kernel accepted.
+    pub fn finish_submit(
+        &mut self,
+        py: Python<'_>,
+        ops: &[Bound<'_, Op>],
+        tokens: &[u64],
+        outcome: Submitted,
+    ) -> PyResult<usize> {
+        self.launching -= 1;
+        let accepted = outcome.accepted;
+        for token in &tokens[accepted..] {
+            if let Some(entry) = self.inflight.remove(token) {
+                entry.op.get().status().state = State::Idle;
+            }
         }
         match outcome.error {
             None => Ok(accepted),

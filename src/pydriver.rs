@@ -79,12 +79,13 @@ impl<E: Engine> PyDriver<E> {
     }
 
     pub fn submit(&self, py: Python<'_>, ops: &Bound<'_, PyAny>) -> PyResult<usize> {
-        self.driver().check_open()?;
         let ops = extract_ops(ops)?;
         if ops.is_empty() {
             return Ok(0);
         }
-        self.driver().submit(py, &ops)
+        let (tokens, launch) = self.driver().begin_submit(py, &ops)?;
+        let outcome = py.detach(|| E::launch(launch));
+        self.driver().finish_submit(py, &ops, &tokens, outcome)
     }
 
     pub fn get_events(
@@ -206,7 +207,15 @@ impl<E: Engine> PyDriver<E> {
         }
         let ready = self.reap(py)?;
         lock(&self.backlog).extend(ready);
-        let closed = py.detach(|| self.driver().close());
+        let closed = py.detach(|| loop {
+            let mut driver = self.driver();
+            if !driver.is_launching() {
+                break driver.close();
+            }
+            // Another thread is inside io_submit/io_uring_enter with this batch.
+            drop(driver);
+            std::thread::sleep(Duration::from_micros(200));
+        });
         let (finals, released) = closed.map_err(|e| errors::io_error(py, &e, None))?;
         let mut last = Vec::with_capacity(released.len());
         for (entry, c) in released.iter().zip(&finals) {

@@ -65,6 +65,7 @@ impl Engine for AioEngine {
     /// Boxed so that its address, which io_cancel matches on, never changes.
     type Slot = Box<Iocb>;
     type Waiter = AioWaiter;
+    type Launch = AioLaunch;
 
     fn waiter(&self) -> AioWaiter {
         AioWaiter { ctx: self.ctx }
@@ -105,15 +106,27 @@ impl Engine for AioEngine {
         Ok(iocb)
     }
 
-    fn submit(&mut self, batch: &mut [&mut Box<Iocb>]) -> Submitted {
-        let ptrs: Vec<*mut Iocb> = batch.iter_mut().map(|b| &mut ***b as *mut Iocb).collect();
+    fn stage(&mut self, batch: &mut [&mut Box<Iocb>]) -> AioLaunch {
+        AioLaunch {
+            ctx: self.ctx,
+            iocbs: batch
+                .iter_mut()
+                .map(|b| &mut ***b as *mut Iocb as usize)
+                .collect(),
+        }
+    }
+
+    fn launch(launch: AioLaunch) -> Submitted {
+        let ptrs: Vec<*mut Iocb> = launch.iocbs.iter().map(|&p| p as *mut Iocb).collect();
         let mut accepted = 0;
         // io_submit stops at the first iocb it refuses and reports only the count
         // before it; submitting the rest again yields that iocb's own errno.
         while accepted < ptrs.len() {
             // SAFETY: each iocb is boxed in an in-flight entry that the driver keeps,
-            // with the buffer views and iovecs it points to, until its completion.
-            match unsafe { abi::io_submit(self.ctx, &ptrs[accepted..]) } {
+            // with the buffer views and iovecs it points to, until its completion;
+            // the entries were recorded before this call and a refused one is
+            // removed only after it returns.
+            match unsafe { abi::io_submit(launch.ctx, &ptrs[accepted..]) } {
                 Ok(0) => {
                     return Submitted {
                         accepted,
@@ -121,6 +134,7 @@ impl Engine for AioEngine {
                     };
                 }
                 Ok(n) => accepted += n,
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 Err(e) => {
                     return Submitted {
                         accepted,
@@ -175,6 +189,12 @@ impl Engine for AioEngine {
         self.eventfd = None;
         res
     }
+}
+
+/// A staged batch: the iocb addresses (as integers, to be Send) for io_submit.
+pub struct AioLaunch {
+    ctx: AioContextId,
+    iocbs: Vec<usize>,
 }
 
 #[derive(Clone, Copy)]

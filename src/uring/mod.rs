@@ -114,9 +114,10 @@ impl UringEngine {
         enter(self.ring.as_raw_fd(), 0, IORING_ENTER_GETEVENTS, None).map(drop)
     }
 
+    /// Pushes SQEs, entering the kernel only when the SQ is full.
     fn push_all(&mut self, batch: &[&mut squeue::Entry]) -> io::Result<()> {
         let mut next = 0;
-        while next < batch.len() {
+        loop {
             {
                 let mut sq = self.ring.submission();
                 while next < batch.len() && !sq.is_full() {
@@ -126,9 +127,11 @@ impl UringEngine {
                     next += 1;
                 }
             }
+            if next == batch.len() {
+                return Ok(());
+            }
             self.enter_submit()?;
         }
-        Ok(())
     }
 
     fn enter_submit(&self) -> io::Result<()> {
@@ -325,6 +328,7 @@ impl Engine for UringEngine {
     /// while being prepared leaves nothing behind in the ring.
     type Slot = squeue::Entry;
     type Waiter = UringWaiter;
+    type Launch = UringLaunch;
 
     fn waiter(&self) -> UringWaiter {
         UringWaiter {
@@ -345,13 +349,47 @@ impl Engine for UringEngine {
         Ok(Self::encode(req)?.user_data(token))
     }
 
-    fn submit(&mut self, batch: &mut [&mut squeue::Entry]) -> Submitted {
-        // Once in the SQ an SQE will reach the kernel (a failed enter is retried by
-        // the next one), so every pushed SQE counts as accepted; its errors arrive
-        // in its CQE (SUBMIT_ALL).
+    fn stage(&mut self, batch: &mut [&mut squeue::Entry]) -> UringLaunch {
+        // Pushed into the SQ now (entering the kernel here only when the SQ fills);
+        // once in the SQ an SQE reaches the kernel with the next enter, so every
+        // one counts as accepted and its errors arrive in its CQE (SUBMIT_ALL).
         let error = self.push_all(batch).err();
+        let sqpoll = self.setup.flags.contains(&"SQPOLL");
+        let error = error.or_else(|| {
+            if sqpoll {
+                self.enter_submit().err()
+            } else {
+                None
+            }
+        });
+        UringLaunch {
+            ring_fd: self.ring.as_raw_fd(),
+            to_submit: if sqpoll {
+                0
+            } else {
+                self.ring.submission().len() as u32
+            },
+            count: batch.len(),
+            error,
+        }
+    }
+
+    fn launch(launch: UringLaunch) -> Submitted {
+        let mut error = launch.error;
+        if error.is_none() && launch.to_submit > 0 {
+            loop {
+                match enter_to_submit(launch.ring_fd, launch.to_submit) {
+                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                    // CQ full: the SQEs stay queued and go in with the next enter.
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {}
+                    Err(e) => error = Some(e),
+                    Ok(_) => {}
+                }
+                break;
+            }
+        }
         Submitted {
-            accepted: batch.len(),
+            accepted: launch.count,
             error,
         }
     }
@@ -362,6 +400,7 @@ impl Engine for UringEngine {
             .build()
             .user_data(INTERNAL_TOKEN);
         self.push_all(&[&mut sqe.clone()])?;
+        self.enter_submit()?;
         Ok(CancelOutcome::Requested)
     }
 
@@ -394,6 +433,7 @@ impl Engine for UringEngine {
             .build()
             .user_data(INTERNAL_TOKEN);
         self.push_all(&[&mut cancel_all.clone()])?;
+        self.enter_submit()?;
         let mut seen = 0;
         while seen < in_flight {
             let before = out.len();
@@ -411,6 +451,31 @@ impl Engine for UringEngine {
         self.eventfd = None;
         Ok(())
     }
+}
+
+/// A staged batch: how many SQEs wait in the SQ for io_uring_enter.
+pub struct UringLaunch {
+    ring_fd: RawFd,
+    to_submit: u32,
+    count: usize,
+    error: Option<io::Error>,
+}
+
+fn enter_to_submit(ring_fd: RawFd, to_submit: u32) -> io::Result<usize> {
+    // SAFETY: no argument pointers; the kernel consumes SQEs that were published in
+    // the SQ (with release ordering) before this call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_enter,
+            ring_fd,
+            to_submit,
+            0u32,
+            0u32,
+            0usize,
+            0usize,
+        )
+    };
+    crate::sys::cvt(rc).map(|n| n as usize)
 }
 
 #[derive(Clone, Copy)]
