@@ -76,7 +76,7 @@ def run_bench(args: argparse.Namespace) -> list[WorkloadResult]:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)  # notices stay one line
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -95,14 +95,14 @@ def run_bench(args: argparse.Namespace) -> list[WorkloadResult]:
         for name in names:
             module = load_workload(name)
             if module is None:
-                progress.console.print(f"notice: workload {name}: not yet available")
+                progress.console.print(f"notice: workload {name}: not yet available", markup=False)
                 continue
             task = progress.add_task(name, total=0)
             notices: list[str] = []
 
             def notice(msg: str, _name: str = name, _notices: list[str] = notices) -> None:
                 _notices.append(msg)
-                progress.console.print(f"notice: {_name}: {msg}")
+                progress.console.print(f"notice: {_name}: {msg}", markup=False)
 
             def advance(total: int, step: int, _task=task) -> None:
                 if total:
@@ -128,7 +128,12 @@ def run_bench(args: argparse.Namespace) -> list[WorkloadResult]:
             if chart:
                 result.parameters["chart"] = str(chart)
 
-    text = "\n".join(report.markdown(r) for r in results)
+    # Workloads remove their data files; drop the folders they leave empty.
+    for sub in sorted(workdir.glob("**/"), reverse=True) if workdir.exists() else []:
+        if not any(sub.iterdir()):
+            sub.rmdir()
+
+    text = "\n".join(report.markdown(r) for r in results) + "\n"
     sys.stdout.write(text)
     sys.stdout.flush()
     (out / "results.md").write_text(text)

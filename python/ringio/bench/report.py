@@ -105,6 +105,9 @@ def write_chart(result: WorkloadResult, path: Path) -> Path | None:
             ax.bar(xs, ys, width, label=contender)
         ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))])
         ax.set_xticklabels(groups, fontsize=7)
+        shown = [v for r in table.rows if (v := r.metrics.get(table.metric))]
+        if shown and max(shown) / min(shown) > 50:  # e.g. open() vs thread hops per line
+            ax.set_yscale("log")
         better = "higher" if table.higher_is_better else "lower"
         ax.set_title(f"{table.title} ({table.metric}, {better} is better)", fontsize=9)
         ax.legend(fontsize=6, ncol=3)
