@@ -35,15 +35,21 @@ fmt:
 	$(VENV)/bin/ruff format python tests bench examples
 
 # Peers the benchmarks compare against: Python packages from the `bench` extra,
-# Debian packages for libaio and fio.
-bench-deps: install
+# Debian packages for libaio and fio. The pip step is stamped so that `make bench`
+# does not rebuild the Rust core when nothing changed.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(PIP) install -q -e '.[test,lint,bench]'
+	touch $(BENCH_STAMP)
+
+bench-deps: $(BENCH_STAMP)
 	@if ! command -v fio >/dev/null || ! ldconfig -p | grep -q libaio.so.1; then \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio libaio1 >/dev/null) \
 		|| (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio libaio1t64 >/dev/null) \
 		|| echo "bench: could not install fio/libaio1; those peers will be skipped"; \
 	fi
 
+# The quick suite (a few minutes); `$(PY) -m ringio bench all` is the full one.
 bench: bench-deps
 	$(PY) -m ringio bench all --quick
 

@@ -1,0 +1,1 @@
+"""Workload modules: each exposes ``NAME`` and ``run(options) -> WorkloadResult``."""

@@ -1,0 +1,251 @@
+"""``files``: small-file reads (the linux_aio experiment), random-read throughput,
+an O_DIRECT ceiling from fio, sequential 1 MiB I/O and line iteration.
+
+Every contender runs in its own child process (``_files_worker``) so the threads,
+memory and CPU time reported are its own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..engines import contender_name, select_engines
+from ..model import Options, Table, WorkloadResult
+from ..worker import run_worker
+
+NAME = "files"
+WORKER = "ringio.bench.workloads._files_worker"
+BASELINE = "aiofiles"  # the thread-pool library most asyncio code uses for files
+
+# Peer name (as given to --peers) -> the module whose presence means "installed".
+PEER_MODULES: dict[str, str | None] = {
+    "aiofiles": "aiofiles",
+    "aiofile": "aiofile",
+    "libaio": "libaio",
+    "linux_aio": "linux_aio",
+    "open": None,  # the built-in open(): always there
+    "fio": None,  # a binary, looked up on PATH
+}
+# caio's backends, each a contender of its own under aiofile.
+CAIO_BACKENDS = ("linux_aio", "thread_aio", "python_aio", "linux_uring")
+
+KiB, MiB = 1024, 1024 * 1024
+
+
+@dataclass
+class Scale:
+    """Counts and sizes for one mode (full, quick, smoke)."""
+
+    reads: int  # small-file rounds, one every `interval` seconds
+    nfiles: tuple[int, ...]
+    rand_ops: int  # ops per queue depth
+    depths: tuple[int, ...]
+    rand_file: int  # bytes
+    direct_depths: tuple[int, ...]
+    fio_runtime: int  # seconds per fio job
+    seq_total: int  # bytes written then read in 1 MiB chunks
+    text_bytes: int
+    interval: float = 0.001
+
+
+FULL = Scale(1000, (1, 6, 12, 24), 20000, (1, 8, 64), 64 * MiB, (1, 32), 5, 256 * MiB, 100_000_000)
+QUICK = Scale(100, (1, 12), 3000, (1, 8, 64), 16 * MiB, (1, 32), 1, 32 * MiB, 2_000_000)
+SMOKE = Scale(3, (1, 2), 64, (1, 8), 1 * MiB, (1,), 1, 2 * MiB, 20_000)
+
+
+def scale_for(options: Options) -> Scale:
+    return SMOKE if options.smoke else QUICK if options.quick else FULL
+
+
+def contenders(options: Options) -> list[str]:
+    """ringio's engines, then every installed peer the user asked for (notices for others)."""
+    names = [contender_name(e) for e in select_engines(options.engines, options.notice)]
+    for peer, module in PEER_MODULES.items():
+        if not options.wants(peer) or peer == "fio":
+            continue
+        if module and importlib.util.find_spec(module) is None:
+            options.notice(f"peer {peer}: not installed, skipped")
+            continue
+        if peer == "aiofile":
+            names += [f"aiofile[{b}]" for b in CAIO_BACKENDS]
+        elif peer == "open":
+            names.append("open()")
+        else:
+            names.append(peer)
+    if options.peers:
+        for peer in options.peers:
+            if peer not in PEER_MODULES:
+                options.notice(f"peer {peer}: unknown for this workload, skipped")
+    return names
+
+
+def make_data(root: Path, scale: Scale) -> dict[str, Any]:
+    """Writes the data files once per run; sizes are seeded so runs are comparable."""
+    root.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(20190202)
+    small = []
+    for i in range(max(scale.nfiles)):
+        p = root / f"small-{i:02d}.bin"
+        p.write_bytes(os.urandom(rng.randint(1 * 1000, 100 * 1000)))
+        small.append(str(p))
+    rand = root / "random.bin"
+    with open(rand, "wb") as f:
+        for _ in range(scale.rand_file // MiB or 1):
+            f.write(os.urandom(min(MiB, scale.rand_file)))
+    text = root / "lines.txt"
+    line = "the quick brown fox jumps over the lazy dog, {:>12} times over and over\n"
+    with open(text, "w") as f:
+        written, n = 0, 0
+        while written < scale.text_bytes:
+            chunk = "".join(line.format(n + k) for k in range(1000))
+            f.write(chunk)
+            written += len(chunk)
+            n += 1000
+    return {"small": small, "rand": str(rand), "text": str(text), "seq": str(root / "seq.bin")}
+
+
+def fio_randread(path: str, depth: int, runtime: int) -> float:
+    """fio's io_uring engine, O_DIRECT 4 KiB random reads: IOPS (raises on failure)."""
+    cmd = [
+        "fio", "--name=ceiling", f"--filename={path}", "--ioengine=io_uring", "--direct=1",
+        "--rw=randread", "--bs=4k", f"--iodepth={depth}", f"--runtime={runtime}",
+        "--time_based", "--output-format=json",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=runtime + 60)
+    if proc.returncode != 0:
+        err = (proc.stderr or proc.stdout).strip().splitlines()
+        raise RuntimeError(err[-1] if err else f"exit status {proc.returncode}")
+    # fio may print notes before the JSON document.
+    doc = json.loads(proc.stdout[proc.stdout.index("{") :])
+    return float(doc["jobs"][0]["read"]["iops"])
+
+
+def run(options: Options) -> WorkloadResult:
+    scale = scale_for(options)
+    result = WorkloadResult(NAME, parameters={"scale": scale.__dict__.copy()})
+    names = contenders(options)
+    use_fio = options.wants("fio") and shutil.which("fio") is not None
+    if options.wants("fio") and not use_fio:
+        options.notice("peer fio: not installed, skipped")
+
+    root = Path(options.workdir or options.out / ".data") / "files"
+    ringio_names = [n for n in names if n.startswith("ringio[")]
+    # Steps for the progress bar: one per child process or fio job.
+    options.progress(
+        len(names) * (len(scale.nfiles) + 2)
+        + len(ringio_names)
+        + (len(scale.direct_depths) if use_fio else 0)
+        + 3,
+        0,
+    )
+    data = make_data(root, scale)
+    failed: set[str] = set()
+
+    def job(contender: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+        answer = run_worker(WORKER, {"contender": contender, **spec})
+        options.progress(0, 1)
+        if "skipped" in answer or "error" in answer:
+            if contender not in failed:  # one notice per contender and experiment kind
+                why = answer.get("skipped") or answer.get("error")
+                verb = "skipped" if "skipped" in answer else "failed"
+                options.notice(f"{contender} ({spec['kind']}): {verb}: {why}")
+            return None
+        return answer
+
+    # 1. The linux_aio experiment.
+    t = Table(
+        f"{scale.reads} reads of N small files (1-100 KB), one round every "
+        f"{scale.interval * 1000:g} ms",
+        metric="runtime_s", baseline=BASELINE, higher_is_better=False,
+        note="threads: peak of /proc/self/task; RSS/VSZ: VmHWM/VmPeak of /proc/self/status; "
+        "CPU: process CPU time / wall time.",
+    )  # fmt: skip
+    sizes = [os.path.getsize(p) for p in data["small"]]
+    for c in names:
+        for n in scale.nfiles:
+            spec = {"kind": "small_files", "paths": data["small"][:n], "sizes": sizes[:n],
+                    "reads": scale.reads, "interval": scale.interval}  # fmt: skip
+            if (a := job(c, spec)) is not None:
+                t.add(c, {"files": n}, **a)
+    result.tables.append(t)
+
+    # 2. Cached random reads at several queue depths.
+    t = Table(
+        f"4 KiB random reads of a cached {scale.rand_file // MiB} MiB file",
+        metric="ops_per_s", baseline=BASELINE, higher_is_better=True,
+        note="qd: reads in flight (concurrent tasks for asyncio contenders). "
+        "open() is blocking, so only qd 1.",
+    )  # fmt: skip
+    for c in names:
+        depths = [1] if c == "open()" else list(scale.depths)
+        spec = {"kind": "rand_read", "path": data["rand"], "block": 4096,
+                "ops": scale.rand_ops, "depths": depths}  # fmt: skip
+        if (a := job(c, spec)) is not None:
+            for d, rate in a["ops_per_s"].items():
+                t.add(c, {"qd": int(d)}, ops_per_s=rate)
+    result.tables.append(t)
+
+    # 3. O_DIRECT random reads: ringio against fio's io_uring engine as the ceiling.
+    t = Table(
+        "4 KiB O_DIRECT random reads (no page cache)",
+        metric="ops_per_s", baseline="fio io_uring", higher_is_better=True,
+        note="fio --ioengine=io_uring --direct=1 --rw=randread --bs=4k on the same file.",
+    )  # fmt: skip
+    for c in ringio_names:
+        spec = {"kind": "rand_read", "path": data["rand"], "block": 4096, "direct": True,
+                "ops": scale.rand_ops, "depths": list(scale.direct_depths)}  # fmt: skip
+        if (a := job(c, spec)) is not None:
+            for d, rate in a["ops_per_s"].items():
+                t.add(c, {"qd": int(d)}, ops_per_s=rate)
+    if use_fio:
+        for d in scale.direct_depths:
+            try:
+                t.add(
+                    "fio io_uring",
+                    {"qd": d},
+                    ops_per_s=fio_randread(data["rand"], d, scale.fio_runtime),
+                )
+            except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
+                options.notice(f"fio io_uring qd {d}: failed: {exc}")
+            options.progress(0, 1)
+    result.tables.append(t)
+
+    # 4. Sequential 1 MiB writes (with the final fsync) and reads.
+    t = Table(
+        f"sequential 1 MiB I/O, {scale.seq_total // MiB} MiB",
+        metric="mb_s", baseline=BASELINE, higher_is_better=True,
+        note="write: 1 MiB writes then fsync, timed together; read: the same file, cached.",
+    )  # fmt: skip
+    for c in names:
+        spec = {"kind": "sequential", "path": data["seq"], "chunk": MiB, "total": scale.seq_total}
+        if (a := job(c, spec)) is not None:
+            t.add(c, {"op": "write"}, mb_s=a["write_mb_s"])
+            t.add(c, {"op": "read"}, mb_s=a["read_mb_s"])
+    result.tables.append(t)
+
+    # 5. Line iteration over a text file.
+    t = Table(
+        f"line iteration over a {scale.text_bytes / 1e6:g} MB text file",
+        metric="lines_per_s", baseline=BASELINE, higher_is_better=True,
+        note="open(): `for line in f`; aiofiles: `async for line in f`; "
+        "aiofile: `async for line in LineReader(afp)`.",
+    )  # fmt: skip
+    if ringio_names:
+        options.notice("line iteration: ringio skipped (ringio.open does not exist yet)")
+    line_contenders = [c for c in names if c in ("open()", "aiofiles", "aiofile[linux_aio]")]
+    options.progress(len(line_contenders) - 3, 0)
+    for c in line_contenders:
+        if (a := job(c, {"kind": "lines", "path": data["text"]})) is not None:
+            t.add(c, {}, lines_per_s=a["lines_per_s"], mb_s=a["mb_s"])
+    result.tables.append(t)
+
+    shutil.rmtree(root, ignore_errors=True)
+    return result

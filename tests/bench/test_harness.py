@@ -1,0 +1,130 @@
+"""The benchmark harness itself: structure of its output, never its timings.
+
+Runs use ``--smoke`` (tiny counts) so the whole file takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rich", reason="the bench extra is not installed")
+pytest.importorskip("matplotlib", reason="the bench extra is not installed")
+
+from ringio.bench import Options, Table, WorkloadResult, report
+from ringio.bench.cli import load_workload, main
+from ringio.bench.worker import run_worker
+from ringio.bench.workloads import files
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_table_ratio_and_markdown(tmp_path: Path) -> None:
+    t = Table("demo", metric="ops", baseline="peer", higher_is_better=True, note="a note")
+    t.add("ringio[aio]", {"qd": 1}, ops=300.0)
+    t.add("peer", {"qd": 1}, ops=100.0)
+    t.add("ringio[aio]", {"qd": 8}, ops=50.0)  # no baseline at qd 8
+    assert t.ratio(t.rows[0]) == pytest.approx(3.0)
+    assert t.ratio(t.rows[2]) is None
+
+    md = report.markdown_table(t).splitlines()
+    assert md[0] == "### demo"
+    assert md[2] == "| contender | qd | ops | ops vs peer |"
+    assert md[4].startswith("| ringio[aio] | 1 | 300 |") and md[4].endswith("| 3.00x |")
+    assert md[6].endswith("| - |")
+    assert md[-1] == "a note"
+
+    result = WorkloadResult("demo", tables=[t])
+    chart = report.write_chart(result, tmp_path / "demo.png")
+    assert chart is not None and chart.read_bytes()[:8] == PNG_MAGIC
+    raw = result.to_json()
+    assert raw["tables"][0]["rows"][0]["ratio_vs_baseline"] == pytest.approx(3.0)
+
+
+def test_files_smoke_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    argv = ["bench", "files", "--smoke", "--out", str(out), "--engines", "aio,uring,bogus",
+            "--peers", "open,nonexistent"]  # fmt: skip
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+
+    # Tables on stdout, one row per contender and parameter set.
+    assert "## files" in captured.out
+    for files_n in (1, 2):
+        assert f"| ringio[aio] | {files_n} |" in captured.out
+        assert f"| open() | {files_n} |" in captured.out
+    assert "| open() | write |" in captured.out and "| ringio[aio] | read |" in captured.out
+
+    # One-line notices for what could not run; never a crash.
+    assert "engine uring: skipped" in captured.err
+    assert "engine bogus: skipped (unknown engine" in captured.err
+    assert "peer nonexistent: unknown for this workload, skipped" in captured.err
+    assert "ringio skipped (ringio.open does not exist yet)" in captured.err
+
+    doc = json.loads((out / "results.json").read_text())
+    assert {"cpu_model", "cpu_count", "kernel", "python"} <= doc["machine"].keys()
+    assert {"ringio", "aiofiles", "aiofile", "caio", "libaio", "linux-aio", "fio"} <= set(
+        doc["versions"]
+    )
+    assert doc["mode"] == "smoke"
+    tables = doc["workloads"]["files"]["tables"]
+    assert [len(t["rows"]) > 0 for t in tables][:2] == [True, True]
+    row = tables[0]["rows"][0]
+    assert {"contender", "params", "metrics", "ratio_vs_baseline"} <= row.keys()
+    assert {"runtime_s", "threads", "rss_mb", "vsz_mb", "cpu_pct"} <= row["metrics"].keys()
+    assert (out / "files.png").read_bytes()[:8] == PNG_MAGIC
+    assert (out / "results.md").read_text().startswith("## files")
+    assert not (out / ".data" / "files").exists()  # data files cleaned up
+
+
+def test_vectored_smoke_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    assert main(["bench", "vectored", "--smoke", "--out", str(out), "--engines", "aio",
+                 "--peers", "os"]) == 0  # fmt: skip
+    captured = capsys.readouterr()
+    doc = json.loads((out / "results.json").read_text())
+    sync, asyncio_table = doc["workloads"]["vectored"]["tables"]
+    # 2 shapes x (write, read) x (inside, outside) per contender.
+    assert {r["contender"] for r in sync["rows"]} == {"os", "ringio[aio].Context"}
+    assert len(sync["rows"]) == 16
+    assert {r["contender"] for r in asyncio_table["rows"]} == {"ringio[aio]"}
+    metrics = sync["rows"][0]["metrics"]
+    assert metrics.keys() == {"separate_mb_s", "vectored_mb_s", "vectored_over_separate"}
+    assert "vectored_over_separate" in captured.out
+    assert (out / "vectored.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_missing_peer_is_skipped_with_notice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(files.PEER_MODULES, "aiofiles", "aiofiles_is_not_installed_here")
+    notices: list[str] = []
+    names = files.contenders(Options(engines=["aio"], notice=notices.append))
+    assert "aiofiles" not in names
+    assert "ringio[aio]" in names and "open()" in names
+    assert notices == ["peer aiofiles: not installed, skipped"]
+
+
+def test_worker_skip_is_reported_not_raised() -> None:
+    answer = run_worker(
+        files.WORKER,
+        {
+            "kind": "small_files",
+            "contender": "no-such-peer",
+            "paths": [],
+            "sizes": [],
+            "reads": 1,
+            "interval": 0,
+        },
+    )
+    assert answer == {"skipped": "unknown contender no-such-peer"}
+
+
+@pytest.mark.parametrize("workload", ["echo", "loop"])
+def test_future_workloads_print_not_yet_available(
+    workload: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if load_workload(workload) is not None:
+        pytest.skip(f"the {workload} workload has landed")
+    assert main(["bench", workload, "--smoke", "--out", str(tmp_path)]) == 0
+    assert f"notice: workload {workload}: not yet available" in capsys.readouterr().err
