@@ -29,3 +29,18 @@ def empty_file(tmp_path: Path) -> Iterator[int]:
     fd = os.open(tmp_path / "empty.bin", os.O_RDWR | os.O_CREAT, 0o600)
     yield fd
     os.close(fd)
+
+
+def user_thread_count() -> int:
+    """Threads of this process, not counting io_uring's kernel workers (iou-*),
+    which the kernel starts for operations that would block."""
+    count = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().startswith("iou-"):
+                    continue
+        except FileNotFoundError:
+            continue
+        count += 1
+    return count

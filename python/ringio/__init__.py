@@ -6,15 +6,19 @@ io_uring next), from asyncio, with no thread pools.
 
 from __future__ import annotations
 
-from . import aio
+from . import aio, uring
 from ._core import AlignedBuffer, PartialSubmitError, dio_alignment
+from ._engines import EngineInfo, engine_info
 
 __all__ = [
     "AlignedBuffer",
+    "EngineInfo",
     "PartialSubmitError",
     "aio",
     "aligned",
     "dio_alignment",
+    "engine",
+    "uring",
 ]
 
 __version__ = "0.1.0"
@@ -28,3 +32,9 @@ def aligned(nbytes: int, alignment: int | None = None) -> AlignedBuffer:
     buffer protocol: slice it with ``memoryview(buf)[a:b]``.
     """
     return AlignedBuffer(nbytes, alignment)
+
+
+def engine() -> EngineInfo:
+    """Which engine ringio's asyncio file operations use in this process, why, and
+    why each better engine was refused (``RINGIO_ENGINE`` forces one)."""
+    return engine_info()

@@ -1,0 +1,148 @@
+"""The one interface every file engine implements, on one asyncio loop.
+
+An engine runs operations for the loop it was made on. ``uring`` and ``aio`` hand
+them to the kernel (no threads); ``thread`` is the visible fallback where the
+kernel refuses both. Every method raises what the matching ``os`` function raises
+(``OSError`` subclasses with errno, filename and, for fd operations, ``fd``).
+
+Cancellation: cancelling the awaiting task cancels the operation's future at
+once. An operation still queued never reaches the kernel; one the kernel has
+keeps its buffers until its completion arrives (io_uring also cancels it in the
+kernel). Whether it took effect is visible in the file (a write may have landed).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import concurrent.futures
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypeVar
+
+T = TypeVar("T")
+
+#: Calls with no kernel async form, run on the engine's small fallback pool
+#: (listed in docs/files.md).
+FALLBACK_POOL_WORKERS = 4
+
+
+class NowaitHint:
+    """Per-file memory of whether inline RWF_NOWAIT attempts are worth making."""
+
+    __slots__ = ("read", "write")
+
+    def __init__(self, read: bool = True, write: bool = True) -> None:
+        self.read = read
+        self.write = write
+
+
+class FileEngine(abc.ABC):
+    name: ClassVar[str]
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        self.closed = False
+
+    # -- data -------------------------------------------------------------------
+    @abc.abstractmethod
+    async def pread(self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None) -> int:
+        """Reads into `buf` at `offset`; returns the byte count (0 at end of file)."""
+
+    @abc.abstractmethod
+    async def pwrite(
+        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None
+    ) -> int:
+        """Writes `data` at `offset`; returns the byte count (possibly short)."""
+
+    @abc.abstractmethod
+    async def preadv(self, fd: int, buffers: Sequence[Any], offset: int) -> int: ...
+
+    @abc.abstractmethod
+    async def pwritev(self, fd: int, buffers: Sequence[Any], offset: int) -> int: ...
+
+    @abc.abstractmethod
+    async def read(self, fd: int, buf: Any) -> int:
+        """Reads at the file position (pipes, FIFOs, character devices)."""
+
+    @abc.abstractmethod
+    async def write(self, fd: int, data: Any) -> int:
+        """Writes at the file position (pipes, FIFOs, character devices)."""
+
+    @abc.abstractmethod
+    async def fsync(self, fd: int) -> None: ...
+
+    @abc.abstractmethod
+    async def fdatasync(self, fd: int) -> None: ...
+
+    # -- files and paths ----------------------------------------------------------
+    @abc.abstractmethod
+    async def open(
+        self, path: Any, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
+    ) -> int:
+        """Opens `path` with O_CLOEXEC added; returns the fd."""
+
+    @abc.abstractmethod
+    async def close(self, fd: int) -> None: ...
+
+    @abc.abstractmethod
+    async def stat(
+        self, path: Any, *, dir_fd: int | None = None, follow_symlinks: bool = True
+    ) -> os.stat_result: ...
+
+    @abc.abstractmethod
+    async def fstat(self, fd: int) -> os.stat_result: ...
+
+    @abc.abstractmethod
+    async def ftruncate(self, fd: int, length: int) -> None: ...
+
+    @abc.abstractmethod
+    async def rename(
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, flags: int = 0,
+    ) -> None:
+        """renameat2; `flags` 0 replaces an existing `dst` (os.replace semantics)."""
+
+    @abc.abstractmethod
+    async def unlink(self, path: Any, *, dir_fd: int | None = None) -> None: ...
+
+    @abc.abstractmethod
+    async def rmdir(self, path: Any, *, dir_fd: int | None = None) -> None: ...
+
+    @abc.abstractmethod
+    async def mkdir(self, path: Any, mode: int = 0o777, *, dir_fd: int | None = None) -> None: ...
+
+    @abc.abstractmethod
+    async def link(
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
+    ) -> None: ...
+
+    @abc.abstractmethod
+    async def symlink(self, src: Any, dst: Any, *, dir_fd: int | None = None) -> None: ...
+
+    @abc.abstractmethod
+    async def poll(self, fd: int, events: int) -> int:
+        """Waits until `fd` is ready for `events` (select.POLLIN...); returns the mask."""
+
+    # -- the rest -----------------------------------------------------------------
+    async def run_sync(self, func: Callable[..., T], *args: Any) -> T:
+        """Runs a call that has no kernel async form on the engine's fallback pool."""
+        return await self.loop.run_in_executor(self._fallback_pool(), func, *args)
+
+    def _fallback_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    FALLBACK_POOL_WORKERS, thread_name_prefix=f"ringio-{self.name}-fallback"
+                )
+            return self._pool
+
+    def close_engine(self) -> None:
+        """Stops the engine; operations in the kernel finish first."""
+        self.closed = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,251 @@
+"""Engines that hand operations to the kernel: io_uring and kernel AIO.
+
+Both drive their kernel queue through ``ringio._proactor.Proactor`` on the loop
+(one submit per loop turn, completions reaped in batches from the eventfd).
+
+Fast path: a buffered read of cached data is first tried inline with
+``preadv2(RWF_NOWAIT)``; only when the kernel says it would block (EAGAIN) does it
+go through the queue. Writes likewise try ``pwritev2(RWF_NOWAIT)`` until the
+filesystem says it cannot (ext4: EOPNOTSUPP), which the file's hint remembers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import select
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import _core
+from .._proactor import Proactor
+from .base import FileEngine, NowaitHint
+
+AT_EMPTY_PATH = 0x1000
+AT_SYMLINK_NOFOLLOW = 0x100
+_NOWAIT = os.RWF_NOWAIT
+
+
+class KernelEngine(FileEngine):
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: Any, cancellable: Callable) -> None:
+        super().__init__(loop)
+        # The proactor reaches the loop only weakly, so that a finished loop (and
+        # with it this engine and its kernel queue) can be collected.
+        self._queue = queue
+        self._proactor = Proactor(queue, weakref.proxy(loop), cancellable=cancellable)
+
+    def _run(self, make: Callable[..., _core.Op], *args: Any, **kwargs: Any) -> asyncio.Future:
+        fut = self.loop.create_future()
+        return self._proactor.start(make(*args, data=fut, **kwargs))
+
+    async def pread(self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None) -> int:
+        if hint is None or hint.read:
+            try:
+                return os.preadv(fd, [buf], offset, _NOWAIT)
+            except BlockingIOError:
+                pass  # not cached: the kernel queue does it without blocking us
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
+                    raise
+                if hint is not None:
+                    hint.read = False
+        return await self._run(_core.pread, fd, buf, offset)
+
+    async def pwrite(
+        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None
+    ) -> int:
+        if hint is not None and hint.write:
+            try:
+                return os.pwritev(fd, [data], offset, _NOWAIT)
+            except BlockingIOError:
+                pass
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
+                    raise
+                hint.write = False
+        return await self._run(_core.pwrite, fd, data, offset)
+
+    async def preadv(self, fd: int, buffers: Sequence[Any], offset: int) -> int:
+        return await self._run(_core.preadv, fd, list(buffers), offset)
+
+    async def pwritev(self, fd: int, buffers: Sequence[Any], offset: int) -> int:
+        return await self._run(_core.pwritev, fd, list(buffers), offset)
+
+    async def fsync(self, fd: int) -> None:
+        await self._run(_core.fsync, fd)
+
+    async def fdatasync(self, fd: int) -> None:
+        await self._run(_core.fdsync, fd)
+
+    async def poll(self, fd: int, events: int) -> int:
+        return await self._run(_core.poll, fd, events)
+
+    def close_engine(self) -> None:
+        if self.closed:
+            return
+        super().close_engine()
+        try:
+            self._proactor.close()
+        except (ReferenceError, RuntimeError):
+            # The loop is gone or closed: nothing to unregister; close the queue.
+            self._queue.close()
+
+
+class UringFileEngine(KernelEngine):
+    name = "uring"
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, entries: int = 256) -> None:
+        # One ring per loop, used only from the loop's thread: SINGLE_ISSUER +
+        # DEFER_TASKRUN where the kernel has them.
+        super().__init__(loop, _core.Ring(entries, single_issuer=True), lambda op: True)
+
+    async def read(self, fd: int, buf: Any) -> int:
+        return await self._run(_core.read, fd, buf)
+
+    async def write(self, fd: int, data: Any) -> int:
+        return await self._run(_core.write, fd, data)
+
+    async def open(
+        self, path: Any, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
+    ) -> int:
+        return await self._run(_core.openat, path, flags, mode, dir_fd=dir_fd)
+
+    async def close(self, fd: int) -> None:
+        await self._run(_core.close, fd)
+
+    async def _statx(self, path: Any, dir_fd: int | None, flags: int) -> os.stat_result:
+        from ..uring import stat_result
+
+        fut = self.loop.create_future()
+        op = _core.statx(path, dir_fd=dir_fd, flags=flags, data=fut)
+        await self._proactor.start(op)
+        return stat_result(op)
+
+    async def stat(
+        self, path: Any, *, dir_fd: int | None = None, follow_symlinks: bool = True
+    ) -> os.stat_result:
+        flags = 0 if follow_symlinks else AT_SYMLINK_NOFOLLOW
+        return await self._statx(path, dir_fd, flags)
+
+    async def fstat(self, fd: int) -> os.stat_result:
+        return await self._statx("", fd, AT_EMPTY_PATH)
+
+    async def ftruncate(self, fd: int, length: int) -> None:
+        await self._run(_core.ftruncate, fd, length)
+
+    async def rename(
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, flags: int = 0,
+    ) -> None:
+        await self._run(
+            _core.renameat, src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, flags=flags
+        )
+
+    async def unlink(self, path: Any, *, dir_fd: int | None = None) -> None:
+        await self._run(_core.unlinkat, path, dir_fd=dir_fd)
+
+    async def rmdir(self, path: Any, *, dir_fd: int | None = None) -> None:
+        await self._run(_core.unlinkat, path, dir_fd=dir_fd, rmdir=True)
+
+    async def mkdir(self, path: Any, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        await self._run(_core.mkdirat, path, mode, dir_fd=dir_fd)
+
+    async def link(
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
+    ) -> None:
+        await self._run(
+            _core.linkat, src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd,
+            follow_symlinks=follow_symlinks,
+        )
+
+    async def symlink(self, src: Any, dst: Any, *, dir_fd: int | None = None) -> None:
+        await self._run(_core.symlinkat, src, dst, dir_fd=dir_fd)
+
+
+class AioFileEngine(KernelEngine):
+    """Kernel AIO for reads, writes, syncs and polls; the calls kernel AIO lacks
+    (open, close, stat, rename, ...) run on the fallback pool."""
+
+    name = "aio"
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, maxevents: int = 1024) -> None:
+        super().__init__(loop, _core.AioContext(maxevents), lambda op: op.command == "poll")
+
+    async def _stream(self, fd: int, events: int, attempt: Callable[[], int]) -> int:
+        # Kernel AIO has no "at the file position" form and would block inside
+        # io_submit on a pipe: wait for readiness with an AIO poll, then do the
+        # non-blocking syscall.
+        while True:
+            try:
+                return attempt()
+            except BlockingIOError:
+                await self.poll(fd, events)
+
+    async def read(self, fd: int, buf: Any) -> int:
+        if os.get_blocking(fd):
+            await self.poll(fd, select.POLLIN)
+            return os.readv(fd, [buf])
+        return await self._stream(fd, select.POLLIN, lambda: os.readv(fd, [buf]))
+
+    async def write(self, fd: int, data: Any) -> int:
+        if os.get_blocking(fd):
+            await self.poll(fd, select.POLLOUT)
+            return os.write(fd, data)
+        return await self._stream(fd, select.POLLOUT, lambda: os.write(fd, data))
+
+    async def open(
+        self, path: Any, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
+    ) -> int:
+        return await self.run_sync(lambda: os.open(path, flags | os.O_CLOEXEC, mode, dir_fd=dir_fd))
+
+    async def close(self, fd: int) -> None:
+        os.close(fd)  # never blocks for regular files; no kernel AIO form
+
+    async def stat(
+        self, path: Any, *, dir_fd: int | None = None, follow_symlinks: bool = True
+    ) -> os.stat_result:
+        return await self.run_sync(
+            lambda: os.stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+        )
+
+    async def fstat(self, fd: int) -> os.stat_result:
+        return os.fstat(fd)  # served from the inode in memory
+
+    async def ftruncate(self, fd: int, length: int) -> None:
+        await self.run_sync(os.ftruncate, fd, length)
+
+    async def rename(
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, flags: int = 0,
+    ) -> None:
+        if flags:
+            raise ValueError("rename flags need the uring engine")
+        await self.run_sync(
+            lambda: os.replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+        )
+
+    async def unlink(self, path: Any, *, dir_fd: int | None = None) -> None:
+        await self.run_sync(lambda: os.unlink(path, dir_fd=dir_fd))
+
+    async def rmdir(self, path: Any, *, dir_fd: int | None = None) -> None:
+        await self.run_sync(lambda: os.rmdir(path, dir_fd=dir_fd))
+
+    async def mkdir(self, path: Any, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        await self.run_sync(lambda: os.mkdir(path, mode, dir_fd=dir_fd))
+
+    async def link(
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
+    ) -> None:
+        await self.run_sync(
+            lambda: os.link(
+                src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd,
+                follow_symlinks=follow_symlinks,
+            )
+        )
+
+    async def symlink(self, src: Any, dst: Any, *, dir_fd: int | None = None) -> None:
+        await self.run_sync(lambda: os.symlink(src, dst, dir_fd=dir_fd))

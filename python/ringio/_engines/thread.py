@@ -1,0 +1,133 @@
+"""The thread-pool engine: the visible fallback where the kernel refuses io_uring
+and kernel AIO (for example under a seccomp profile). Every operation is a
+blocking ``os`` call on a small pool."""
+
+from __future__ import annotations
+
+import os
+import select
+from collections.abc import Sequence
+from typing import Any
+
+from .base import FileEngine, NowaitHint
+
+
+def _ready_mask(fd: int, events: int) -> int:
+    p = select.poll()
+    p.register(fd, events)
+    ready = p.poll(0)
+    return ready[0][1] if ready else 0
+
+
+class ThreadEngine(FileEngine):
+    name = "thread"
+
+    async def pread(self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None) -> int:
+        return await self.run_sync(os.preadv, fd, [buf], offset)
+
+    async def pwrite(
+        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None
+    ) -> int:
+        return await self.run_sync(os.pwrite, fd, data, offset)
+
+    async def preadv(self, fd: int, buffers: Sequence[Any], offset: int) -> int:
+        return await self.run_sync(os.preadv, fd, list(buffers), offset)
+
+    async def pwritev(self, fd: int, buffers: Sequence[Any], offset: int) -> int:
+        return await self.run_sync(os.pwritev, fd, list(buffers), offset)
+
+    async def _wait_ready(self, fd: int, events: int) -> bool:
+        """Waits on the loop's own readiness notification (no thread, and a
+        cancelled wait consumes nothing); False where the fd cannot be watched
+        (regular files are always ready)."""
+        fut = self.loop.create_future()
+        add, remove = (
+            (self.loop.add_reader, self.loop.remove_reader)
+            if events & select.POLLIN
+            else (self.loop.add_writer, self.loop.remove_writer)
+        )
+        try:
+            add(fd, lambda: fut.done() or fut.set_result(None))
+        except (PermissionError, ValueError):
+            return False
+        try:
+            await fut
+        finally:
+            remove(fd)
+        return True
+
+    async def read(self, fd: int, buf: Any) -> int:
+        if await self._wait_ready(fd, select.POLLIN):
+            return os.readv(fd, [buf])
+        return await self.run_sync(os.readv, fd, [buf])
+
+    async def write(self, fd: int, data: Any) -> int:
+        if await self._wait_ready(fd, select.POLLOUT):
+            return os.write(fd, data)
+        return await self.run_sync(os.write, fd, data)
+
+    async def fsync(self, fd: int) -> None:
+        await self.run_sync(os.fsync, fd)
+
+    async def fdatasync(self, fd: int) -> None:
+        await self.run_sync(os.fdatasync, fd)
+
+    async def open(
+        self, path: Any, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
+    ) -> int:
+        return await self.run_sync(lambda: os.open(path, flags | os.O_CLOEXEC, mode, dir_fd=dir_fd))
+
+    async def close(self, fd: int) -> None:
+        await self.run_sync(os.close, fd)
+
+    async def stat(
+        self, path: Any, *, dir_fd: int | None = None, follow_symlinks: bool = True
+    ) -> os.stat_result:
+        return await self.run_sync(
+            lambda: os.stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+        )
+
+    async def fstat(self, fd: int) -> os.stat_result:
+        return await self.run_sync(os.fstat, fd)
+
+    async def ftruncate(self, fd: int, length: int) -> None:
+        await self.run_sync(os.ftruncate, fd, length)
+
+    async def rename(
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, flags: int = 0,
+    ) -> None:
+        if flags:
+            raise ValueError("rename flags need the uring engine")
+        await self.run_sync(
+            lambda: os.replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+        )
+
+    async def unlink(self, path: Any, *, dir_fd: int | None = None) -> None:
+        await self.run_sync(lambda: os.unlink(path, dir_fd=dir_fd))
+
+    async def rmdir(self, path: Any, *, dir_fd: int | None = None) -> None:
+        await self.run_sync(lambda: os.rmdir(path, dir_fd=dir_fd))
+
+    async def mkdir(self, path: Any, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        await self.run_sync(lambda: os.mkdir(path, mode, dir_fd=dir_fd))
+
+    async def link(
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
+    ) -> None:
+        await self.run_sync(
+            lambda: os.link(
+                src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd,
+                follow_symlinks=follow_symlinks,
+            )
+        )
+
+    async def symlink(self, src: Any, dst: Any, *, dir_fd: int | None = None) -> None:
+        await self.run_sync(lambda: os.symlink(src, dst, dir_fd=dir_fd))
+
+    async def poll(self, fd: int, events: int) -> int:
+        while not (mask := _ready_mask(fd, events)):
+            if not await self._wait_ready(fd, events):
+                return await self.run_sync(_ready_mask, fd, events)
+        return mask

@@ -1,0 +1,174 @@
+"""The file-engine interface behaves the same on every engine."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import select
+import stat
+from pathlib import Path
+
+import pytest
+from tests.conftest import user_thread_count
+
+import ringio
+import ringio._engines as engines
+
+
+async def test_the_forced_engine_runs(engine, engine_name):
+    assert engine.name == engine_name
+    info = ringio.engine()
+    assert info.name == engine_name and "RINGIO_ENGINE" in info.reason
+
+
+async def test_open_write_read_stat_close(engine, tmp_path: Path):
+    path = tmp_path / "f"
+    fd = await engine.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    assert os.get_inheritable(fd) is False
+    assert await engine.pwrite(fd, b"0123456789", 0) == 10
+    assert await engine.pwritev(fd, [b"ab", b"cd"], 10) == 4
+    buf = bytearray(14)
+    assert await engine.pread(fd, buf, 0) == 14 and buf == b"0123456789abcd"
+    a, b = bytearray(4), bytearray(4)
+    assert await engine.preadv(fd, [a, b], 2) == 8 and a + b == b"23456789"
+    await engine.fsync(fd)
+    await engine.fdatasync(fd)
+    st = await engine.fstat(fd)
+    assert st.st_size == 14 and stat.S_ISREG(st.st_mode)
+    assert (await engine.stat(path)).st_ino == st.st_ino
+    await engine.ftruncate(fd, 3)
+    assert os.fstat(fd).st_size == 3
+    await engine.close(fd)
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+async def test_path_operations(engine, tmp_path: Path):
+    await engine.mkdir(tmp_path / "d", 0o700)
+    (tmp_path / "a").write_text("A")
+    await engine.rename(tmp_path / "a", tmp_path / "d" / "b")
+    await engine.link(tmp_path / "d" / "b", tmp_path / "h")
+    await engine.symlink("d/b", tmp_path / "s")
+    assert (tmp_path / "s").read_text() == "A"
+    lst = await engine.stat(tmp_path / "s", follow_symlinks=False)
+    assert stat.S_ISLNK(lst.st_mode)
+    await engine.unlink(tmp_path / "h")
+    await engine.unlink(tmp_path / "d" / "b")
+    await engine.rmdir(tmp_path / "d")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]
+
+
+async def test_errors_match_the_os_module(engine, tmp_path: Path):
+    missing = tmp_path / "missing"
+    with pytest.raises(FileNotFoundError) as info:
+        await engine.open(missing, os.O_RDONLY)
+    assert info.value.filename == str(missing)
+    with pytest.raises(FileNotFoundError):
+        await engine.stat(missing)
+    with pytest.raises(IsADirectoryError):
+        await engine.open(tmp_path, os.O_WRONLY)
+    with pytest.raises(FileExistsError):
+        await engine.mkdir(tmp_path)
+    with pytest.raises(OSError) as info:
+        await engine.rmdir(tmp_path / "nope")
+    assert info.value.errno == errno.ENOENT
+
+
+async def test_bad_fd(engine, tmp_path: Path):
+    fd = os.open(tmp_path / "x", os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    with pytest.raises(OSError) as info:
+        await engine.pread(fd, bytearray(4), 0)
+    assert info.value.errno == errno.EBADF
+
+
+async def test_pipes_read_and_write_at_the_position(engine):
+    rfd, wfd = os.pipe()
+    try:
+        reader = asyncio.ensure_future(engine.read(rfd, buf := bytearray(32)))
+        await asyncio.sleep(0.01)
+        assert not reader.done()  # waits for data without blocking the loop
+        assert await engine.write(wfd, b"through the pipe") == 16
+        n = await asyncio.wait_for(reader, 5)
+        assert bytes(buf[:n]) == b"through the pipe"
+    finally:
+        os.close(rfd)
+        os.close(wfd)
+
+
+async def test_poll(engine):
+    rfd, wfd = os.pipe()
+    try:
+        task = asyncio.ensure_future(engine.poll(rfd, select.POLLIN))
+        await asyncio.sleep(0.01)
+        assert not task.done()
+        os.write(wfd, b"x")
+        assert await asyncio.wait_for(task, 5) & select.POLLIN
+    finally:
+        os.close(rfd)
+        os.close(wfd)
+
+
+async def test_cached_reads_take_the_inline_fast_path(engine, data_file):
+    fd, payload = data_file
+    if engine.name == "thread":
+        pytest.skip("the thread engine has no inline path")
+    hint = engines.NowaitHint()
+    buf = bytearray(100)
+    before = engine._queue.in_flight
+    n = await engine.pread(fd, buf, 50, hint)
+    assert n == 100 and buf == payload[50:150] and before == engine._queue.in_flight
+    assert hint.read  # still worth trying
+
+
+async def test_many_concurrent_ops_start_no_user_thread(engine, data_file):
+    fd, _payload = data_file
+    if engine.name == "thread":
+        pytest.skip("the thread engine is the thread fallback")
+    before = user_thread_count()
+    results = await asyncio.gather(
+        *(engine.pread(fd, bytearray(64), i * 64) for i in range(200))
+    )
+    assert results == [64] * 200
+    assert user_thread_count() == before
+
+
+async def test_cancelling_a_read_on_a_pipe_keeps_the_loop_healthy(engine):
+    rfd, wfd = os.pipe()
+    try:
+        buf = bytearray(8)
+        task = asyncio.ensure_future(engine.read(rfd, buf))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        os.write(wfd, b"after")
+        buf2 = bytearray(8)
+        n = await asyncio.wait_for(engine.read(rfd, buf2), 5)
+        assert n > 0
+    finally:
+        os.close(rfd)
+        os.close(wfd)
+
+
+def test_unknown_forced_engine_is_a_value_error(monkeypatch):
+    monkeypatch.setenv("RINGIO_ENGINE", "bogus")
+    engines.reset()
+    try:
+        with pytest.raises(ValueError, match="RINGIO_ENGINE"):
+            ringio.engine()
+    finally:
+        monkeypatch.delenv("RINGIO_ENGINE")
+        engines.reset()
+
+
+def test_default_choice_prefers_io_uring(monkeypatch):
+    monkeypatch.delenv("RINGIO_ENGINE", raising=False)
+    engines.reset()
+    info = ringio.engine()
+    if engines._usable("uring") is None:
+        assert info.name == "uring" and info.refused == {}
+    else:
+        assert "uring" in info.refused
+    engines.reset()
