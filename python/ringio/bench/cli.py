@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import report
-from .engines import ENGINE_MODULES
+from .engines import ENGINES
 from .model import Options, WorkloadResult
 
 # Workload name -> module. A workload whose module is not there yet (echo, loop) is
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--engines",
         type=_csv,
-        default=list(ENGINE_MODULES),
+        default=list(ENGINES),
         help="ringio engines, comma-separated (default: every engine; missing ones are skipped)",
     )
     bench.add_argument(

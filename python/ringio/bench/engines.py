@@ -1,36 +1,29 @@
-"""ringio's engines behind one tiny adapter, so new engines plug in by name.
+"""ringio's engines behind one tiny adapter, so every engine is measured by name.
 
-Every engine module exposes an ``AsyncContext(maxevents)`` with the same awaitable
-methods as ``ringio.aio.AsyncContext`` (read, readinto, write, readv, writev,
-fsync). When ``ringio.uring`` or ``ringio.thread`` land, they appear here without
-any change to the workloads.
+``async_context(engine, maxevents)`` gives an object with the awaitable methods of
+``ringio.aio.AsyncContext`` (read, readinto, write, readv, writev, fsync, fdsync)
+over the file engine of that name (``ringio._engines``: uring, aio, thread), so the
+workloads stay engine-independent. ``sync_context`` gives the engine's synchronous
+kernel queue (``aio.Context`` or ``uring.Ring``: same submit/get_events API).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import asyncio
 from typing import Any
 
-# Engine name -> the module that implements it. Order is the display order.
-ENGINE_MODULES: dict[str, str] = {
-    "uring": "ringio.uring",
-    "aio": "ringio.aio",
-    "thread": "ringio.thread",
-}
+ENGINES = ("uring", "aio", "thread")
 
 
 def unavailable_reason(name: str) -> str | None:
     """None when engine `name` can run here, else a short reason for the notice."""
-    module = ENGINE_MODULES.get(name)
-    if module is None:
-        return f"unknown engine (known: {', '.join(ENGINE_MODULES)})"
+    if name not in ENGINES:
+        return f"unknown engine (known: {', '.join(ENGINES)})"
     try:
-        if importlib.util.find_spec(module) is None:
-            return "not available in this ringio build yet"
+        from ringio import _engines
     except ImportError as exc:
         return f"cannot import ringio: {exc}"
-    return None
+    return None if name == "thread" else _engines._usable(name)
 
 
 def contender_name(engine: str) -> str:
@@ -38,21 +31,70 @@ def contender_name(engine: str) -> str:
     return f"ringio[{engine}]"
 
 
-def async_context(engine: str, maxevents: int) -> Any:
-    """An async context manager for `engine` (e.g. ``aio.AsyncContext(maxevents)``).
+class EngineContext:
+    """``aio.AsyncContext``'s surface over any file engine."""
 
-    Must be called with a running event loop.
-    """
-    module = importlib.import_module(ENGINE_MODULES[engine])
-    return module.AsyncContext(maxevents)
+    def __init__(self, engine: str) -> None:
+        from ringio import _engines
+
+        self._engine = _engines.ENGINES[engine](asyncio.get_running_loop())
+
+    async def read(self, fd: int, size: int, offset: int = 0) -> bytes:
+        buf = bytearray(size)
+        n = await self._engine.pread(fd, buf, offset)
+        del buf[n:]
+        return bytes(buf)
+
+    async def readinto(self, fd: int, buffer: Any, offset: int = 0) -> int:
+        return await self._engine.pread(fd, buffer, offset)
+
+    async def write(self, fd: int, data: Any, offset: int = 0) -> int:
+        return await self._engine.pwrite(fd, data, offset)
+
+    async def readv(self, fd: int, buffers: Any, offset: int = 0) -> int:
+        return await self._engine.preadv(fd, list(buffers), offset)
+
+    async def writev(self, fd: int, buffers: Any, offset: int = 0) -> int:
+        return await self._engine.pwritev(fd, list(buffers), offset)
+
+    async def fsync(self, fd: int) -> None:
+        await self._engine.fsync(fd)
+
+    async def fdsync(self, fd: int) -> None:
+        await self._engine.fdatasync(fd)
+
+    def close(self) -> None:
+        self._engine.close_engine()
+
+    async def __aenter__(self) -> EngineContext:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+def async_context(engine: str, maxevents: int) -> Any:
+    """An async context manager for `engine`. Must be called with a running loop.
+    (`maxevents` sizes the aio context; the uring ring and thread pool size
+    themselves.)"""
+    if engine == "aio":
+        from ringio import aio
+
+        return aio.AsyncContext(maxevents)
+    return EngineContext(engine)
 
 
 def sync_context(engine: str, maxevents: int) -> Any:
-    """The engine's synchronous context (``aio.Context``), or raise if it has none."""
-    module = importlib.import_module(ENGINE_MODULES[engine])
-    if not hasattr(module, "Context"):
-        raise NotImplementedError(f"engine {engine!r} has no synchronous Context")
-    return module.Context(maxevents)
+    """The engine's synchronous kernel queue, or raise if it has none."""
+    if engine == "aio":
+        from ringio import aio
+
+        return aio.Context(maxevents)
+    if engine == "uring":
+        from ringio import uring
+
+        return uring.Ring(maxevents)
+    raise NotImplementedError(f"engine {engine!r} has no synchronous context")
 
 
 def select_engines(requested: list[str], notice: Any) -> list[str]:
