@@ -1,7 +1,7 @@
 """Type stubs for ringio's native core (Rust, PyO3)."""
 
 from collections.abc import Iterable
-from typing import Any, final
+from typing import Any, Literal, final
 
 from typing_extensions import Buffer
 
