@@ -1,0 +1,184 @@
+"""Soak: thousands of concurrent file and socket ops with random cancellations and
+timeouts on each kernel engine; every byte is verified, and RSS, open fds and
+threads must stay flat.
+
+About 60 s in CI (CI=true), 10 s otherwise; RINGIO_SOAK_SECONDS sets it."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import hashlib
+import os
+import random
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from tests.conftest import user_thread_count
+
+import ringio._engines as engines
+from ringio import _core
+
+SECONDS = float(os.environ.get("RINGIO_SOAK_SECONDS", "60" if os.environ.get("CI") else "10"))
+REGION = 4096
+FILE_WORKERS = 48
+SOCKET_PAIRS = 16
+
+
+def rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+class Soak:
+    def __init__(self, engine: engines.FileEngine, seed: int) -> None:
+        self.engine = engine
+        self.loop = asyncio.get_running_loop()
+        self.rng = random.Random(seed)
+        self.ops = 0
+        self.cancelled = 0
+        self.bytes_verified = 0
+
+    def start(self, make, *args) -> tuple[_core.Op, asyncio.Future]:
+        fut = self.loop.create_future()
+        op = make(*args, data=fut)
+        self.engine._proactor.start(op)
+        self.ops += 1
+        return op, fut
+
+    async def settle(self, op: _core.Op, fut: asyncio.Future) -> int | None:
+        """The op's real result: awaited, or with a random cancellation or timeout,
+        in which case we wait (boundedly) until the kernel is really done with it."""
+        roll = self.rng.random()
+        try:
+            if roll < 0.15:
+                await asyncio.sleep(0)
+                fut.cancel()
+            elif roll < 0.25:
+                return await asyncio.wait_for(asyncio.shield(fut), self.rng.random() * 1e-4)
+            return await fut
+        except (asyncio.CancelledError, TimeoutError):
+            self.cancelled += 1
+            fut.cancel()
+        deadline = time.monotonic() + 10
+        while op.state != "done":  # "idle" = dropped before reaching the kernel
+            if op.state == "idle" and fut.cancelled():
+                return None
+            assert time.monotonic() < deadline, "a cancelled op never completed"
+            await asyncio.sleep(0.001)
+        return op.result
+
+    async def file_worker(self, fd: int, index: int, stop: float) -> None:
+        offset = index * REGION
+        content = bytes(REGION)
+        while time.monotonic() < stop:
+            data = self.rng.randbytes(REGION)
+            op, fut = self.start(_core.pwrite, fd, data, offset)
+            res = await self.settle(op, fut)
+            if res is not None and res > 0:
+                content = data[:res] + content[res:]
+            elif res is not None and res < 0:
+                # The kernel really cancelled it: nothing landed.
+                assert res == -errno.ECANCELED, f"pwrite failed: {os.strerror(-res)}"
+            buf = bytearray(REGION)
+            op, fut = self.start(_core.pread, fd, buf, offset)
+            res = await self.settle(op, fut)
+            if res is not None and res >= 0:
+                assert res == REGION and buf == content, "read back differs from what landed"
+                self.bytes_verified += res
+            elif res is not None:
+                assert res == -errno.ECANCELED, f"pread failed: {os.strerror(-res)}"
+
+    async def socket_pair(self, stop: float) -> None:
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        b.setblocking(False)
+        sent = hashlib.sha256()
+        received = hashlib.sha256()
+        total_sent = total_received = 0
+        pending = b""
+
+        async def writer() -> None:
+            nonlocal total_sent, pending
+            while time.monotonic() < stop:
+                if not pending:
+                    pending = self.rng.randbytes(self.rng.randint(1, 8192))
+                op, fut = self.start(_core.write, a, pending)
+                res = await self.settle(op, fut)
+                if res is not None and res < 0:
+                    assert res == -errno.ECANCELED, os.strerror(-res)
+                elif res is not None and res > 0:
+                    sent.update(pending[:res])
+                    total_sent += res
+                    pending = pending[res:]
+            a.shutdown(socket.SHUT_WR)
+
+        async def reader() -> None:
+            nonlocal total_received
+            while True:
+                buf = bytearray(self.rng.randint(1, 16384))
+                op, fut = self.start(_core.read, b, buf)
+                res = await self.settle(op, fut)
+                if res == 0:
+                    return  # EOF after the writer's shutdown
+                if res is not None and res < 0:
+                    assert res == -errno.ECANCELED, os.strerror(-res)
+                elif res is not None and res > 0:
+                    received.update(buf[:res])
+                    total_received += res
+
+        try:
+            await asyncio.wait_for(asyncio.gather(writer(), reader()), SECONDS + 30)
+        finally:
+            a.close()
+            b.close()
+        assert total_received == total_sent and received.digest() == sent.digest()
+        self.bytes_verified += total_received
+
+
+@pytest.mark.parametrize("name", ["uring", "aio"])
+async def test_soak_with_random_cancellations(name, tmp_path: Path, monkeypatch):
+    if engines._usable(name):
+        pytest.skip(f"{name} unavailable")
+    monkeypatch.setenv("RINGIO_ENGINE", name)
+    engines.reset()
+    try:
+        engine = engines.get()
+        soak = Soak(engine, seed=hash(name) & 0xFFFF)
+        fd = os.open(tmp_path / "soak", os.O_RDWR | os.O_CREAT, 0o600)
+        os.ftruncate(fd, FILE_WORKERS * REGION)
+        try:
+            # Warm up, then take the baseline.
+            await soak.file_worker(fd, 0, time.monotonic() + 0.5)
+            base_rss, base_fds, base_threads = (
+                rss_kib(), len(os.listdir("/proc/self/fd")), user_thread_count()
+            )
+            stop = time.monotonic() + SECONDS
+            work = [soak.file_worker(fd, i, stop) for i in range(FILE_WORKERS)]
+            if name == "uring":  # kernel AIO has no read/write at the position
+                work += [soak.socket_pair(stop) for _ in range(SOCKET_PAIRS)]
+            await asyncio.gather(*work)
+            for _ in range(100):  # every completion reaped
+                if engine._queue.in_flight == 0:
+                    break
+                await asyncio.sleep(0.01)
+            end_fds = len(os.listdir("/proc/self/fd"))
+        finally:
+            os.close(fd)
+        assert engine._queue.in_flight == 0
+        grew = rss_kib() - base_rss
+        print(
+            f"\nsoak[{name}] {SECONDS:.0f}s: {soak.ops} ops, {soak.cancelled} cancelled or "
+            f"timed out, {soak.bytes_verified / 1e6:.1f} MB verified, RSS +{grew} KiB"
+        )
+        assert soak.ops > 1000 and soak.cancelled > 100
+        assert end_fds == base_fds
+        assert user_thread_count() == base_threads
+        assert grew < 16 * 1024, f"RSS grew by {grew} KiB"
+    finally:
+        engines.reset()
