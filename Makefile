@@ -53,6 +53,16 @@ bench-deps: $(BENCH_STAMP)
 bench: bench-deps
 	$(PY) -m ringio bench all --quick
 
+# The core suites under valgrind memcheck (AddressSanitizer for a Rust cdylib inside
+# an uninstrumented CPython needs a nightly toolchain and LD_PRELOAD games; miri
+# cannot run code that calls the kernel). Any memcheck report fails the run.
+SANITIZE_TESTS ?= tests/aio tests/uring tests/engines tests/compat
+sanitize: install
+	@command -v valgrind >/dev/null || (apt-get update -qq && apt-get install -y -qq valgrind >/dev/null)
+	PYTHONMALLOC=malloc valgrind --tool=memcheck --error-exitcode=99 --leak-check=no \
+		--suppressions=tools/valgrind-python.supp -q \
+		$(PY) -m pytest -q -p no:cacheprovider -p no:randomly $(SANITIZE_TESTS)
+
 docs: install
 	$(PIP) install -q -e '.[docs]'
 	$(VENV)/bin/mkdocs build --strict
