@@ -27,12 +27,12 @@ test: install
 lint: install
 	cargo fmt --check
 	cargo clippy --quiet --all-targets -- -D warnings
-	$(VENV)/bin/ruff check python tests bench examples
+	$(VENV)/bin/ruff check python tests bench examples tools
 
 fmt:
 	cargo fmt
-	$(VENV)/bin/ruff check --fix python tests bench examples
-	$(VENV)/bin/ruff format python tests bench examples
+	$(VENV)/bin/ruff check --fix python tests bench examples tools
+	$(VENV)/bin/ruff format python tests bench examples tools
 
 # Peers the benchmarks compare against: Python packages from the `bench` extra,
 # Debian packages for libaio and fio. The pip step is stamped so that `make bench`
