@@ -11,6 +11,7 @@ Every function also accepts the aiofiles keywords ``loop`` (the running loop) an
 from __future__ import annotations
 
 import asyncio
+import operator
 import os
 import stat as statmod
 from concurrent.futures import Executor
@@ -163,10 +164,14 @@ async def sameopenfile(
 
 
 async def _fstat(fd: Any, loop: Loop | None) -> os.stat_result:
-    if not hasattr(fd, "__index__") or isinstance(fd, str | bytes):
-        # os.fstat's own message; file objects are refused there too.
+    if not hasattr(fd, "__index__") or isinstance(fd, str | bytes) or fd < 0:
+        # Fails at once with os.fstat's own exception (a bad type or fd).
         return os.fstat(fd)
-    return await _stat("fstat", fd, loop)
+    try:
+        return await engine_for(loop).fstat(operator.index(fd))
+    except OSError as e:
+        e.filename = None  # os.fstat names no file in its errors
+        raise
 
 
 async def abspath(
