@@ -183,6 +183,7 @@ impl<E: Engine> PyDriver<E> {
             if driver.is_closed() {
                 return Ok(results);
             }
+            driver.check_process()?;
             crate::sys::eventfd_drain(driver.engine.notify_fd());
             driver
                 .engine
@@ -203,6 +204,13 @@ impl<E: Engine> PyDriver<E> {
 
     pub fn close(&self, py: Python<'_>) -> PyResult<()> {
         if self.driver().is_closed() {
+            return Ok(());
+        }
+        if self.driver().check_process().is_err() {
+            // Inherited through fork(): the kernel context is the parent's. Closing
+            // here only forgets it (its memory is leaked, never freed under the
+            // parent's kernel ops); reaping would touch the parent's queue.
+            let _ = self.driver().close();
             return Ok(());
         }
         let ready = self.reap(py)?;

@@ -172,3 +172,51 @@ def test_default_choice_prefers_io_uring(monkeypatch):
     else:
         assert "uring" in info.refused
     engines.reset()
+
+
+async def test_negative_offset_is_einval_like_os_pread(engine, data_file):
+    fd, _ = data_file
+    with pytest.raises(OSError) as info:
+        await engine.pread(fd, bytearray(4), -1)
+    assert info.value.errno == errno.EINVAL
+    with pytest.raises(OSError) as info:
+        await engine.pwrite(fd, b"x", -1)
+    assert info.value.errno == errno.EINVAL
+
+
+async def test_fstat_of_a_negative_fd_is_ebadf(engine):
+    with pytest.raises(OSError) as info:
+        await engine.fstat(-100)  # AT_FDCWD must not describe the working directory
+    assert info.value.errno == errno.EBADF
+
+
+async def test_reading_a_directory_is_is_a_directory_error(engine, tmp_path):
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(IsADirectoryError):
+            await engine.pread(fd, bytearray(1), 0)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("name", ["uring", "aio"])
+def test_engines_keep_working_in_a_forked_child(name, monkeypatch):
+    if engines._usable(name):
+        pytest.skip(f"{name} unavailable")
+    monkeypatch.setenv("RINGIO_ENGINE", name)
+    engines.reset()
+
+    async def once() -> int:
+        return (await engines.get().stat("/proc/self")).st_nlink
+
+    asyncio.run(once())  # leaves the engine of a finished loop behind
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            code = 0 if asyncio.run(once()) > 0 else 1
+        except BaseException:
+            code = 2
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    engines.reset()
+    assert os.waitstatus_to_exitcode(status) == 0

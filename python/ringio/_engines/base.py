@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import concurrent.futures
+import errno
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -26,6 +27,13 @@ T = TypeVar("T")
 #: Calls with no kernel async form, run on the engine's small fallback pool
 #: (listed in docs/files.md).
 FALLBACK_POOL_WORKERS = 4
+
+
+def check_offset(offset: int) -> None:
+    """preadv2/pwritev2 (which CPython's os.preadv uses) and io_uring read -1 as
+    "at the file position"; os.pread refuses a negative offset, and so do we."""
+    if offset < 0:
+        raise OSError(errno.EINVAL, f"{os.strerror(errno.EINVAL)}: negative offset {offset}")
 
 
 class NowaitHint:

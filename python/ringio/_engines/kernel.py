@@ -15,6 +15,7 @@ import asyncio
 import errno
 import os
 import select
+import stat
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,10 +23,17 @@ from typing import Any
 from .. import _core
 from .._proactor import Proactor
 from .base import FileEngine, NowaitHint
+from .base import check_offset as _check_offset
 
 AT_EMPTY_PATH = 0x1000
 AT_SYMLINK_NOFOLLOW = 0x100
 _NOWAIT = os.RWF_NOWAIT
+
+
+def _check_fd(fd: int) -> None:
+    # statx(AT_EMPTY_PATH) on AT_FDCWD (-100) would describe the working directory.
+    if fd < 0:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
 
 
 class KernelEngine(FileEngine):
@@ -41,6 +49,7 @@ class KernelEngine(FileEngine):
         return self._proactor.start(make(*args, data=fut, **kwargs))
 
     async def pread(self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None) -> int:
+        _check_offset(offset)
         if hint is None or hint.read:
             try:
                 return os.preadv(fd, [buf], offset, _NOWAIT)
@@ -56,6 +65,7 @@ class KernelEngine(FileEngine):
     async def pwrite(
         self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None
     ) -> int:
+        _check_offset(offset)
         if hint is not None and hint.write:
             try:
                 return os.pwritev(fd, [data], offset, _NOWAIT)
@@ -91,6 +101,13 @@ class KernelEngine(FileEngine):
         except (ReferenceError, RuntimeError):
             # The loop is gone or closed: nothing to unregister; close the queue.
             self._queue.close()
+
+
+def _is_dir(fd: int) -> bool:
+    try:
+        return stat.S_ISDIR(os.fstat(fd).st_mode)
+    except OSError:
+        return False
 
 
 class UringFileEngine(KernelEngine):
@@ -130,6 +147,7 @@ class UringFileEngine(KernelEngine):
         return await self._statx(path, dir_fd, flags)
 
     async def fstat(self, fd: int) -> os.stat_result:
+        _check_fd(fd)
         return await self._statx("", fd, AT_EMPTY_PATH)
 
     async def ftruncate(self, fd: int, length: int) -> None:
@@ -173,6 +191,15 @@ class AioFileEngine(KernelEngine):
 
     def __init__(self, loop: asyncio.AbstractEventLoop, maxevents: int = 1024) -> None:
         super().__init__(loop, _core.AioContext(maxevents), lambda op: op.command == "poll")
+
+    async def pread(self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None) -> int:
+        try:
+            return await super().pread(fd, buf, offset, hint)
+        except OSError as e:
+            # Kernel AIO answers EINVAL where read(2) says EISDIR.
+            if e.errno == errno.EINVAL and _is_dir(fd):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)) from None
+            raise
 
     async def _stream(self, fd: int, events: int, attempt: Callable[[], int]) -> int:
         # Kernel AIO has no "at the file position" form and would block inside

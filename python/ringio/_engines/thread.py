@@ -9,7 +9,7 @@ import select
 from collections.abc import Sequence
 from typing import Any
 
-from .base import FileEngine, NowaitHint
+from .base import FileEngine, NowaitHint, check_offset
 
 
 def _ready_mask(fd: int, events: int) -> int:
@@ -23,17 +23,21 @@ class ThreadEngine(FileEngine):
     name = "thread"
 
     async def pread(self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None) -> int:
+        check_offset(offset)
         return await self.run_sync(os.preadv, fd, [buf], offset)
 
     async def pwrite(
         self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None
     ) -> int:
+        check_offset(offset)
         return await self.run_sync(os.pwrite, fd, data, offset)
 
     async def preadv(self, fd: int, buffers: Sequence[Any], offset: int) -> int:
+        check_offset(offset)
         return await self.run_sync(os.preadv, fd, list(buffers), offset)
 
     async def pwritev(self, fd: int, buffers: Sequence[Any], offset: int) -> int:
+        check_offset(offset)
         return await self.run_sync(os.pwritev, fd, list(buffers), offset)
 
     async def _wait_ready(self, fd: int, events: int) -> bool:
