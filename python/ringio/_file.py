@@ -31,7 +31,7 @@ import os
 import stat
 import sys
 import warnings
-from collections.abc import Generator, Iterable
+from collections.abc import AsyncIterator, Generator, Iterable
 from typing import Any
 
 from . import _engines
@@ -45,6 +45,10 @@ CHUNK_MIN = 64 * 1024
 CHUNK_MAX = 1024 * 1024
 #: O_DIRECT alignment when statx cannot tell (older kernels, some filesystems).
 DIO_FALLBACK = 4096
+#: Text decodes and splits chunks of at most this: the lines made from a chunk are
+#: still in the CPU cache when they are handed out (measured: 1 MiB chunks cost
+#: ~40% more per line than 64-256 KiB ones).
+TEXT_CHUNK_MAX = 256 * 1024
 
 # Line breaks str.splitlines() knows besides \n and \r: a chunk holding any of
 # them is split with str.find instead (see AsyncTextFile._split).
@@ -89,8 +93,6 @@ class _Base:
     async def close(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def __aiter__(self) -> Any:
-        return self
 
 
 # ----------------------------------------------------------------------------------
@@ -610,6 +612,26 @@ class AsyncFileIO(_Base):
             raise StopAsyncIteration
         return line
 
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        self._check_readable()
+        return self._iter_lines()
+
+    async def _iter_lines(self) -> AsyncIterator[bytes]:
+        # An async generator: each line costs a resume, not a new coroutine. The
+        # state stays in the object, so readline() and friends can be mixed in.
+        while True:
+            rbuf, rpos = self._rbuf, self._rpos
+            i = rbuf.find(b"\n", rpos)
+            if i >= 0 and not self._lock.locked():
+                i += 1
+                self._rpos = i
+                yield rbuf[rpos:i]
+                continue
+            line = await self.readline()
+            if not line:
+                return
+            yield line
+
     # -- ringio's own ---------------------------------------------------------------
     async def pread(self, n: int, offset: int) -> bytes:
         """Reads up to `n` bytes at `offset`, leaving the position alone."""
@@ -1035,7 +1057,7 @@ class AsyncTextFile(_Base):
             self._lines.reverse()
             self._decoded = "".join(self._lines) + self._decoded[self._used :]
             self._used = 0
-            self._lines = []
+            self._lines.clear()  # in place: a suspended iterator holds this list
 
     def _take(self, n: int | None = None) -> str:
         used = self._used
@@ -1049,7 +1071,7 @@ class AsyncTextFile(_Base):
         if self._telling:
             dec_buffer, dec_flags = decoder.getstate()
         chunk = await self.buffer.read1(self._chunk)
-        self._chunk = min(self._chunk * 2, CHUNK_MAX)
+        self._chunk = min(self._chunk * 2, TEXT_CHUNK_MAX)
         eof = not chunk
         text = decoder.decode(chunk, eof)
         self._set_decoded(text)
@@ -1175,9 +1197,29 @@ class AsyncTextFile(_Base):
         lines = self._lines
         if lines:
             return lines.pop()
-        return await self._anext_slow()
+        line = await self._next_line()
+        if line is None:
+            raise StopAsyncIteration
+        return line
 
-    async def _anext_slow(self) -> str:
+    def __aiter__(self) -> AsyncIterator[str]:
+        self._check_readable()
+        return self._iter_lines()
+
+    async def _iter_lines(self) -> AsyncIterator[str]:
+        # An async generator: each line is a pop from a pre-split chunk and a
+        # resume, not a new coroutine. `lines` is only ever mutated in place, so
+        # readline() and friends can be mixed in.
+        lines = self._lines
+        while True:
+            while lines:
+                yield lines.pop()
+            line = await self._next_line()
+            if line is None:
+                return
+            yield line
+
+    async def _next_line(self) -> str | None:
         # Like TextIOWrapper.__next__: no tell() while iterating (snapshots cost).
         self._telling = False
         self._check_readable()
@@ -1194,14 +1236,14 @@ class AsyncTextFile(_Base):
                     parts.reverse()
                     self._snapshot = None  # no tell() until iteration ends or a seek
                     self._set_decoded(tail)
-                    self._lines = parts
-                    return parts.pop()
+                    self._lines[:] = parts
+                    return self._lines.pop()
             line = await self.readline()
             if line:
                 return line
             self._snapshot = None
             self._telling = self._seekable
-            raise StopAsyncIteration
+            return None
 
     def _line_done(self, line: str) -> bool:
         if self._readtranslate or self._readnl == "\n":
@@ -1235,7 +1277,7 @@ class AsyncTextFile(_Base):
             if self._used < len(self._decoded):
                 await self.seek(await self.tell())
         self._set_decoded("")
-        self._lines = []
+        self._lines.clear()
         self._snapshot = None
         if self._decoder:
             self._decoder.reset()
@@ -1381,7 +1423,7 @@ class AsyncTextFile(_Base):
             await self.flush()
             position = await self.buffer.seek(0, whence)
             self._set_decoded("")
-            self._lines = []
+            self._lines.clear()
             self._snapshot = None
             if self._decoder:
                 self._decoder.reset()
@@ -1395,7 +1437,7 @@ class AsyncTextFile(_Base):
         start_pos, dec_flags, bytes_to_feed, need_eof, chars_to_skip = self._unpack_cookie(cookie)
         await self.buffer.seek(start_pos)
         self._set_decoded("")
-        self._lines = []
+        self._lines.clear()
         self._snapshot = None
         self._chunk = self._CHUNK
         if cookie == 0 and self._decoder:
