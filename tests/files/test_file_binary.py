@@ -42,7 +42,7 @@ async def test_random_ops_match_stdlib(engine, path, buffering):
     ref_path.write_bytes(PAYLOAD[:5000])
     path.write_bytes(PAYLOAD[:5000])
     rng = random.Random(buffering)
-    ref = open(ref_path, "r+b", buffering=buffering)  # noqa: SIM115
+    ref = open(ref_path, "r+b", buffering=buffering)
     f = await ringio.open(path, "r+b", buffering=buffering)
     try:
         for step in range(300):
