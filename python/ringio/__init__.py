@@ -9,15 +9,20 @@ from __future__ import annotations
 from . import aio, uring
 from ._core import AlignedBuffer, PartialSubmitError, dio_alignment
 from ._engines import EngineInfo, engine_info
+from ._file import AsyncBufferedFile, AsyncFileIO, AsyncTextFile, open
 
 __all__ = [
     "AlignedBuffer",
+    "AsyncBufferedFile",
+    "AsyncFileIO",
+    "AsyncTextFile",
     "EngineInfo",
     "PartialSubmitError",
     "aio",
     "aligned",
     "dio_alignment",
     "engine",
+    "open",
     "uring",
 ]
 

@@ -49,6 +49,9 @@ class Proactor:
         self._flush_scheduled = False
         self._closed = False
         self._fd = engine.fileno()
+        # Waiters for the real result of ops whose own future was cancelled
+        # (see settled()); keyed by the op's (cancelled) future.
+        self._settled: dict[asyncio.Future[Any], asyncio.Future[int | None]] = {}
         loop.add_reader(self._fd, self._on_completions)
 
     @property
@@ -67,6 +70,23 @@ class Proactor:
         if self._cancellable(op):
             fut.add_done_callback(lambda f: self._cancel_in_kernel(f, op))
         return fut
+
+    def settled(self, op: Op) -> asyncio.Future[int | None]:
+        """After `op`'s future was cancelled: a future of what the kernel really did.
+
+        It resolves, once the op's completion has arrived, to the op's result when
+        it succeeded (bytes transferred, poll mask, 0) and to None when the op never
+        reached the kernel, was cancelled there, or failed. Callers that keep a file
+        position use it to learn how far a cancelled read or write really got.
+        """
+        waiter: asyncio.Future[int | None] = self._loop.create_future()
+        state = op.state
+        if state == "in_flight":
+            self._settled[op.data] = waiter
+        else:  # "idle": dropped before submission; "done": its result is on the op
+            res = op.result if state == "done" else None
+            waiter.set_result(res if res is not None and res >= 0 else None)
+        return waiter
 
     def _cancel_in_kernel(self, fut: asyncio.Future[Any], op: Op) -> None:
         if fut.cancelled() and op.state == "in_flight" and not self._closed:
@@ -116,12 +136,17 @@ class Proactor:
         if self._queue and not self._flush_scheduled:
             self._flush()
 
-    @staticmethod
-    def _resolve(completions: list[Completion]) -> None:
+    def _resolve(self, completions: list[Completion]) -> None:
         for c in completions:
             fut = c.data
             if fut.done():
-                continue  # its task was cancelled; the engine has released the buffers
+                # Its task was cancelled; the engine has released the buffers. Tell
+                # whoever asked (settled()) what the kernel really did.
+                if self._settled:
+                    waiter = self._settled.pop(fut, None)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(c.res if c.res >= 0 else None)
+                continue
             if c.res < 0:
                 fut.set_exception(c.error)
             else:

@@ -66,7 +66,7 @@ def test_files_smoke_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         assert "engine uring: skipped" in captured.err
     assert "engine bogus: skipped (unknown engine" in captured.err
     assert "peer nonexistent: unknown for this workload, skipped" in captured.err
-    assert "ringio skipped (ringio.open does not exist yet)" in captured.err
+    assert "| ringio.open[aio] |" in captured.out  # line iteration through ringio.open
 
     doc = json.loads((out / "results.json").read_text())
     assert {"cpu_model", "cpu_count", "kernel", "python"} <= doc["machine"].keys()

@@ -13,11 +13,13 @@ import os
 import weakref
 
 from .. import _core
-from .base import FileEngine, NowaitHint
+from .base import FileEngine, NowaitHint, Outcome
 from .kernel import AioFileEngine, UringFileEngine
 from .thread import ThreadEngine
 
-__all__ = ["ENGINES", "EngineInfo", "FileEngine", "NowaitHint", "engine_info", "get", "reset"]
+__all__ = [
+    "ENGINES", "EngineInfo", "FileEngine", "NowaitHint", "Outcome", "engine_info", "get", "reset",
+]
 
 ENGINES: dict[str, type[FileEngine]] = {
     "uring": UringFileEngine,

@@ -9,6 +9,11 @@ Cancellation: cancelling the awaiting task cancels the operation's future at
 once. An operation still queued never reaches the kernel; one the kernel has
 keeps its buffers until its completion arrives (io_uring also cancels it in the
 kernel). Whether it took effect is visible in the file (a write may have landed).
+
+To learn what a cancelled op really did, pass an ``Outcome`` (``outcome=``) to
+the data methods: after the ``CancelledError``, ``await outcome.result()`` waits
+for the op's completion and returns its byte count, or None when nothing happened
+(never submitted, cancelled in the kernel, failed, or served inline).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import concurrent.futures
 import errno
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 T = TypeVar("T")
@@ -46,6 +51,42 @@ class NowaitHint:
         self.write = write
 
 
+class Outcome:
+    """What a data op really did, learnt after its awaiting task was cancelled.
+
+    The caller makes one (per file, reused) and passes it as ``outcome=``; the
+    engine arms it with a way to wait for the op's completion whenever the op goes
+    through a queue or a thread (an inline RWF_NOWAIT attempt cannot be cancelled
+    half-way). The caller resets it before each op.
+    """
+
+    __slots__ = ("_settle",)
+
+    def __init__(self) -> None:
+        self._settle: Callable[[], Awaitable[int | None]] | None = None
+
+    def reset(self) -> None:
+        self._settle = None
+
+    def arm(self, settle: Callable[[], Awaitable[int | None]]) -> None:
+        self._settle = settle
+
+    @property
+    def armed(self) -> bool:
+        return self._settle is not None
+
+    async def result(self) -> int | None:
+        """Waits for the op's completion: its result (>= 0), or None if it did nothing.
+
+        If this wait is itself cancelled, the outcome stays armed: call it again."""
+        settle = self._settle
+        if settle is None:
+            return None
+        res = await settle()
+        self._settle = None
+        return res
+
+
 class FileEngine(abc.ABC):
     name: ClassVar[str]
 
@@ -57,27 +98,35 @@ class FileEngine(abc.ABC):
 
     # -- data -------------------------------------------------------------------
     @abc.abstractmethod
-    async def pread(self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None) -> int:
+    async def pread(
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
+    ) -> int:
         """Reads into `buf` at `offset`; returns the byte count (0 at end of file)."""
 
     @abc.abstractmethod
     async def pwrite(
-        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None
+        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
     ) -> int:
         """Writes `data` at `offset`; returns the byte count (possibly short)."""
 
     @abc.abstractmethod
-    async def preadv(self, fd: int, buffers: Sequence[Any], offset: int) -> int: ...
+    async def preadv(
+        self, fd: int, buffers: Sequence[Any], offset: int, *, outcome: Outcome | None = None
+    ) -> int: ...
 
     @abc.abstractmethod
-    async def pwritev(self, fd: int, buffers: Sequence[Any], offset: int) -> int: ...
+    async def pwritev(
+        self, fd: int, buffers: Sequence[Any], offset: int, *, outcome: Outcome | None = None
+    ) -> int: ...
 
     @abc.abstractmethod
-    async def read(self, fd: int, buf: Any) -> int:
+    async def read(self, fd: int, buf: Any, *, outcome: Outcome | None = None) -> int:
         """Reads at the file position (pipes, FIFOs, character devices)."""
 
     @abc.abstractmethod
-    async def write(self, fd: int, data: Any) -> int:
+    async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:
         """Writes at the file position (pipes, FIFOs, character devices)."""
 
     @abc.abstractmethod

@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import _core
 from .._proactor import Proactor
-from .base import FileEngine, NowaitHint
+from .base import FileEngine, NowaitHint, Outcome
 from .base import check_offset as _check_offset
 
 AT_EMPTY_PATH = 0x1000
@@ -44,11 +44,21 @@ class KernelEngine(FileEngine):
         self._queue = queue
         self._proactor = Proactor(queue, weakref.proxy(loop), cancellable=cancellable)
 
-    def _run(self, make: Callable[..., _core.Op], *args: Any, **kwargs: Any) -> asyncio.Future:
+    def _run(
+        self, make: Callable[..., _core.Op], *args: Any, outcome: Outcome | None = None,
+        **kwargs: Any,
+    ) -> asyncio.Future:
         fut = self.loop.create_future()
-        return self._proactor.start(make(*args, data=fut, **kwargs))
+        op = make(*args, data=fut, **kwargs)
+        if outcome is not None:
+            proactor = self._proactor
+            outcome.arm(lambda: proactor.settled(op))
+        return self._proactor.start(op)
 
-    async def pread(self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None) -> int:
+    async def pread(
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
+    ) -> int:
         _check_offset(offset)
         if hint is None or hint.read:
             try:
@@ -60,10 +70,11 @@ class KernelEngine(FileEngine):
                     raise
                 if hint is not None:
                     hint.read = False
-        return await self._run(_core.pread, fd, buf, offset)
+        return await self._run(_core.pread, fd, buf, offset, outcome=outcome)
 
     async def pwrite(
-        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None
+        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
     ) -> int:
         _check_offset(offset)
         if hint is not None and hint.write:
@@ -75,13 +86,17 @@ class KernelEngine(FileEngine):
                 if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
                     raise
                 hint.write = False
-        return await self._run(_core.pwrite, fd, data, offset)
+        return await self._run(_core.pwrite, fd, data, offset, outcome=outcome)
 
-    async def preadv(self, fd: int, buffers: Sequence[Any], offset: int) -> int:
-        return await self._run(_core.preadv, fd, list(buffers), offset)
+    async def preadv(
+        self, fd: int, buffers: Sequence[Any], offset: int, *, outcome: Outcome | None = None
+    ) -> int:
+        return await self._run(_core.preadv, fd, list(buffers), offset, outcome=outcome)
 
-    async def pwritev(self, fd: int, buffers: Sequence[Any], offset: int) -> int:
-        return await self._run(_core.pwritev, fd, list(buffers), offset)
+    async def pwritev(
+        self, fd: int, buffers: Sequence[Any], offset: int, *, outcome: Outcome | None = None
+    ) -> int:
+        return await self._run(_core.pwritev, fd, list(buffers), offset, outcome=outcome)
 
     async def fsync(self, fd: int) -> None:
         await self._run(_core.fsync, fd)
@@ -118,11 +133,11 @@ class UringFileEngine(KernelEngine):
         # DEFER_TASKRUN where the kernel has them.
         super().__init__(loop, _core.Ring(entries, single_issuer=True), lambda op: True)
 
-    async def read(self, fd: int, buf: Any) -> int:
-        return await self._run(_core.read, fd, buf)
+    async def read(self, fd: int, buf: Any, *, outcome: Outcome | None = None) -> int:
+        return await self._run(_core.read, fd, buf, outcome=outcome)
 
-    async def write(self, fd: int, data: Any) -> int:
-        return await self._run(_core.write, fd, data)
+    async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:
+        return await self._run(_core.write, fd, data, outcome=outcome)
 
     async def open(
         self, path: Any, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
@@ -211,13 +226,13 @@ class AioFileEngine(KernelEngine):
             except BlockingIOError:
                 await self.poll(fd, events)
 
-    async def read(self, fd: int, buf: Any) -> int:
+    async def read(self, fd: int, buf: Any, *, outcome: Outcome | None = None) -> int:
         if os.get_blocking(fd):
             await self.poll(fd, select.POLLIN)
             return os.readv(fd, [buf])
         return await self._stream(fd, select.POLLIN, lambda: os.readv(fd, [buf]))
 
-    async def write(self, fd: int, data: Any) -> int:
+    async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:
         if os.get_blocking(fd):
             await self.poll(fd, select.POLLOUT)
             return os.write(fd, data)

@@ -4,12 +4,25 @@ blocking ``os`` call on a small pool."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import select
 from collections.abc import Sequence
 from typing import Any
 
-from .base import FileEngine, NowaitHint, check_offset
+from .base import FileEngine, NowaitHint, Outcome, check_offset
+
+
+async def _settle_thread(
+    cf: concurrent.futures.Future[int], loop: asyncio.AbstractEventLoop
+) -> int | None:
+    if cf.cancelled():
+        return None  # never started
+    try:
+        return await asyncio.shield(asyncio.wrap_future(cf, loop=loop))
+    except Exception:
+        return None
 
 
 def _ready_mask(fd: int, events: int) -> int:
@@ -22,23 +35,40 @@ def _ready_mask(fd: int, events: int) -> int:
 class ThreadEngine(FileEngine):
     name = "thread"
 
-    async def pread(self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None) -> int:
-        check_offset(offset)
-        return await self.run_sync(os.preadv, fd, [buf], offset)
+    async def _tracked(self, outcome: Outcome | None, func: Any, *args: Any) -> int:
+        """run_sync, but an `outcome` can learn the call's result after a cancel
+        (a call already running in a thread finishes regardless)."""
+        if outcome is None:
+            return await self.run_sync(func, *args)
+        cf = self._fallback_pool().submit(func, *args)
+        outcome.arm(lambda: _settle_thread(cf, self.loop))
+        return await asyncio.wrap_future(cf, loop=self.loop)
 
-    async def pwrite(
-        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None
+    async def pread(
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
     ) -> int:
         check_offset(offset)
-        return await self.run_sync(os.pwrite, fd, data, offset)
+        return await self._tracked(outcome, os.preadv, fd, [buf], offset)
 
-    async def preadv(self, fd: int, buffers: Sequence[Any], offset: int) -> int:
+    async def pwrite(
+        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
+    ) -> int:
         check_offset(offset)
-        return await self.run_sync(os.preadv, fd, list(buffers), offset)
+        return await self._tracked(outcome, os.pwrite, fd, data, offset)
 
-    async def pwritev(self, fd: int, buffers: Sequence[Any], offset: int) -> int:
+    async def preadv(
+        self, fd: int, buffers: Sequence[Any], offset: int, *, outcome: Outcome | None = None
+    ) -> int:
         check_offset(offset)
-        return await self.run_sync(os.pwritev, fd, list(buffers), offset)
+        return await self._tracked(outcome, os.preadv, fd, list(buffers), offset)
+
+    async def pwritev(
+        self, fd: int, buffers: Sequence[Any], offset: int, *, outcome: Outcome | None = None
+    ) -> int:
+        check_offset(offset)
+        return await self._tracked(outcome, os.pwritev, fd, list(buffers), offset)
 
     async def _wait_ready(self, fd: int, events: int) -> bool:
         """Waits on the loop's own readiness notification (no thread, and a
@@ -60,15 +90,15 @@ class ThreadEngine(FileEngine):
             remove(fd)
         return True
 
-    async def read(self, fd: int, buf: Any) -> int:
+    async def read(self, fd: int, buf: Any, *, outcome: Outcome | None = None) -> int:
         if await self._wait_ready(fd, select.POLLIN):
             return os.readv(fd, [buf])
-        return await self.run_sync(os.readv, fd, [buf])
+        return await self._tracked(outcome, os.readv, fd, [buf])
 
-    async def write(self, fd: int, data: Any) -> int:
+    async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:
         if await self._wait_ready(fd, select.POLLOUT):
             return os.write(fd, data)
-        return await self.run_sync(os.write, fd, data)
+        return await self._tracked(outcome, os.write, fd, data)
 
     async def fsync(self, fd: int) -> None:
         await self.run_sync(os.fsync, fd)

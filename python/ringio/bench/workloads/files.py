@@ -141,7 +141,8 @@ def run(options: Options) -> WorkloadResult:
     # Steps for the progress bar: one per child process or fio job.
     options.progress(
         len(names) * (len(scale.nfiles) + 2)
-        + len(ringio_names)
+        + 2 * len(ringio_names)
+        + 1
         + (len(scale.direct_depths) if use_fio else 0)
         + 3,
         0,
@@ -182,10 +183,11 @@ def run(options: Options) -> WorkloadResult:
         f"4 KiB random reads of a cached {scale.rand_file // MiB} MiB file",
         metric="ops_per_s", baseline=BASELINE, higher_is_better=True,
         note="qd: reads in flight (concurrent tasks for asyncio contenders). "
-        "open() is blocking, so only qd 1.",
+        "open() and os.pread are blocking, so only qd 1. ringio.open: `await f.pread(n, off)`.",
     )  # fmt: skip
-    for c in names:
-        depths = [1] if c == "open()" else list(scale.depths)
+    open_names = [n.replace("ringio[", "ringio.open[") for n in ringio_names]
+    for c in names + open_names + ["os.pread"]:
+        depths = [1] if c in ("open()", "os.pread") else list(scale.depths)
         spec = {"kind": "rand_read", "path": data["rand"], "block": 4096,
                 "ops": scale.rand_ops, "depths": depths}  # fmt: skip
         if (a := job(c, spec)) is not None:
@@ -235,12 +237,11 @@ def run(options: Options) -> WorkloadResult:
     t = Table(
         f"line iteration over a {scale.text_bytes / 1e6:g} MB text file",
         metric="lines_per_s", baseline=BASELINE, higher_is_better=True,
-        note="open(): `for line in f`; aiofiles: `async for line in f`; "
+        note="open(): `for line in f`; aiofiles and ringio.open: `async for line in f`; "
         "aiofile: `async for line in LineReader(afp)`.",
     )  # fmt: skip
-    if ringio_names:
-        options.notice("line iteration: ringio skipped (ringio.open does not exist yet)")
     line_contenders = [c for c in names if c in ("open()", "aiofiles", "aiofile[linux_aio]")]
+    line_contenders += [n.replace("ringio[", "ringio.open[") for n in ringio_names]
     options.progress(len(line_contenders) - 3, 0)
     for c in line_contenders:
         if (a := job(c, {"kind": "lines", "path": data["text"]})) is not None:

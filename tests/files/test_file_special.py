@@ -1,0 +1,178 @@
+"""Pipes, FIFOs, cancellation, O_DIRECT, bad input and threads."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+
+import pytest
+from tests.conftest import user_thread_count
+
+import ringio
+
+
+async def test_pipe_read_write(engine):
+    r, w = os.pipe()
+    async with ringio.open(r, "rb") as fr, ringio.open(w, "wb", buffering=0) as fw:
+        assert not fr.seekable()
+        with pytest.raises(io.UnsupportedOperation):
+            await fr.seek(0)
+        with pytest.raises(OSError):
+            await fr.tell()
+        await fw.write(b"line one\nline two\n")
+        assert await fr.readline() == b"line one\n"
+        assert await fr.read(4) == b"line"
+        await fw.close()
+        assert await fr.read() == b" two\n"
+
+
+async def test_fifo_text(engine, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    # Opening a FIFO blocks until the other end opens: open both ends at once.
+    fr, fw = await asyncio.gather(
+        ringio.open(fifo, encoding="utf-8"), ringio.open(fifo, "w", encoding="utf-8")
+    )
+    await fw.write("h\u00e9llo\nworld\n")
+    await fw.close()
+    assert [line async for line in fr] == ["h\u00e9llo\n", "world\n"]
+    await fr.close()
+
+
+async def test_cancel_pipe_read_then_data_arrives(engine):
+    r, w = os.pipe()
+    async with ringio.open(r, "rb", buffering=0) as f:
+        task = asyncio.create_task(f.read(10))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        os.write(w, b"payload")
+        assert await asyncio.wait_for(f.read(10), 5) == b"payload"
+    os.close(w)
+
+
+async def test_cancel_write_keeps_position_consistent(engine, tmp_path):
+    """A write whose task is cancelled either landed or not; the position tells."""
+    p = tmp_path / "c.bin"
+    async with ringio.open(p, "wb") as f:
+        await f.write(b"a" * 10)
+        task = asyncio.create_task(f.write(b"b" * 100_000))  # over the buffer: real I/O
+        await asyncio.sleep(0)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        pos = await f.tell()
+        await f.write(b"END")
+    data = p.read_bytes()
+    assert data.endswith(b"END")
+    assert data[pos : pos + 3] == b"END"
+    assert data[:10] == b"a" * 10
+
+
+@pytest.mark.parametrize("case", ["aligned", "unaligned"])
+async def test_direct(engine, tmp_path, case):
+    p = tmp_path / "d.bin"
+    payload = os.urandom(3 * 4096 + 123)
+    p.write_bytes(payload)
+    try:
+        f = await ringio.open(p, "r+b", direct=True)
+    except OSError as e:  # e.g. tmpfs refuses O_DIRECT
+        pytest.skip(f"O_DIRECT refused here: {e}")
+    async with f:
+        if case == "aligned":
+            buf = ringio.aligned(8192)
+            assert await f.readinto(buf) == 8192
+            assert bytes(buf) == payload[:8192]
+            assert await f.pread(4096, 4096) == payload[4096:8192]
+        else:
+            await f.seek(5)
+            assert await f.read(5000) == payload[5:5005]
+            assert await f.pread(77, 4000) == payload[4000:4077]
+            assert await f.pwrite(b"XYZ", 4094) == 3
+            await f.seek(len(payload) - 10)
+            await f.write(b"tail-grows-file")
+            await f.flush()
+            payload = payload[:4094] + b"XYZ" + payload[4097:-10] + b"tail-grows-file"
+        assert await f.seek(0, os.SEEK_END) == len(payload)
+    assert p.read_bytes() == payload
+
+
+async def test_bad_input(engine, tmp_path):
+    missing = tmp_path / "missing.txt"
+    with pytest.raises(FileNotFoundError) as ei:
+        await ringio.open(missing)
+    assert ei.value.filename == missing or ei.value.filename == str(missing)
+    with pytest.raises(IsADirectoryError):
+        await ringio.open(tmp_path)
+    with pytest.raises(IsADirectoryError):
+        await ringio.open(tmp_path, "w")
+    ro = tmp_path / "ro.txt"
+    ro.write_text("x")
+    if os.geteuid() != 0:
+        ro.chmod(0o400)
+        with pytest.raises(PermissionError):
+            await ringio.open(ro, "w")
+    for mode in ("rw", "z", "rr", "tb", ""):
+        with pytest.raises(ValueError):
+            await ringio.open(ro, mode)
+    with pytest.raises(ValueError):
+        await ringio.open(ro, "r", buffering=0)
+    with pytest.raises(ValueError):
+        await ringio.open(ro, "rb", encoding="utf-8")
+    with pytest.raises(ValueError):
+        await ringio.open(ro, "r", newline="x")
+    with pytest.raises(LookupError):
+        await ringio.open(ro, "r", encoding="no-such-codec")
+    with pytest.raises(ValueError):
+        await ringio.open(ro, "r", closefd=False)
+    with pytest.raises(OSError):
+        await ringio.open(987654, "rb")
+    async with ringio.open(ro, "rb") as f:
+        with pytest.raises(io.UnsupportedOperation):
+            await f.write(b"x")
+        with pytest.raises(TypeError):
+            await f.read("5")
+    f = await ringio.open(ro, "rb")
+    await f.close()
+    await f.close()  # twice is fine
+    for call in (f.read, f.readline, f.tell, f.flush):
+        with pytest.raises(ValueError, match="closed file"):
+            await call()
+    with pytest.raises(ValueError, match="closed file"):
+        f.fileno()
+    t = await ringio.open(ro, encoding="utf-8")
+    await t.close()
+    with pytest.raises(ValueError, match="closed file"):
+        await t.read()
+
+
+async def test_no_user_threads(engine_name, tmp_path):
+    """uring: nothing starts a thread, open and close included. aio: open/close use
+    the engine's fallback pool (kernel AIO has no form for them), so only the I/O on
+    open files is checked there."""
+    if engine_name == "thread":
+        pytest.skip("the thread engine is the thread fallback")
+    await asyncio.sleep(0.05)  # let threads of earlier tests wind down
+    p = tmp_path / "t.txt"
+    p.write_text("a\nb\n" * 10000)
+    before = user_thread_count()
+    w = await ringio.open(p, "a", encoding="utf-8")
+    r = await ringio.open(p, encoding="utf-8")
+    rb = await ringio.open(p, "r+b")
+    if engine_name == "aio":
+        before = user_thread_count()
+    await w.write("c\n" * 10000)
+    await w.flush()
+    assert len([line async for line in r]) == 30000
+    await rb.pread(10, 5)
+    await rb.pwrite(b"x", 3)
+    await rb.fsync()
+    assert user_thread_count() <= before
+    for f in (w, r, rb):
+        await f.close()
+    if engine_name == "uring":
+        assert user_thread_count() <= before
