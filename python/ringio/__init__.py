@@ -9,15 +9,21 @@ from __future__ import annotations
 from . import aio, uring
 from ._core import AlignedBuffer, PartialSubmitError, dio_alignment
 from ._engines import EngineInfo, engine_info
+from .loop import EventLoop, EventLoopPolicy, install, new_event_loop, run
 
 __all__ = [
     "AlignedBuffer",
     "EngineInfo",
+    "EventLoop",
+    "EventLoopPolicy",
     "PartialSubmitError",
     "aio",
     "aligned",
     "dio_alignment",
     "engine",
+    "install",
+    "new_event_loop",
+    "run",
     "uring",
 ]
 
