@@ -24,6 +24,10 @@ from ._selector import RingSelector
 
 _T = TypeVar("_T")
 
+# A ring recv reads into a fresh buffer that Python zero-fills: cap it, since a
+# stream recv may return less than asked (echo servers ask for 1 MiB and get 1 KiB).
+_MAX_RING_RECV = 64 * 1024  # below glibc's mmap threshold: no page faults per call
+
 __all__ = ["EventLoop", "EventLoopPolicy", "install", "new_event_loop", "run"]
 
 
@@ -98,6 +102,7 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         """One io_uring read of up to `nbytes` (the socket was not readable)."""
         fd = sock.fileno()
         self._ensure_fd_no_transport(fd)
+        nbytes = min(nbytes, _MAX_RING_RECV)
         buf = bytearray(nbytes)
         fut = self._ring_op(uring.read, fd, buf)
 
