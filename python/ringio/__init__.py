@@ -1,7 +1,9 @@
 """ringio: completion-based asynchronous I/O for Python on Linux.
 
-ringio talks to the kernel's completion interfaces directly (kernel AIO today,
-io_uring next), from asyncio, with no thread pools.
+ringio talks to the kernel's completion interfaces directly (io_uring, and kernel
+AIO where io_uring is refused), from asyncio, with no thread pools: ``ringio.open``
+and ``ringio.os`` for files, ``ringio.aio`` and ``ringio.uring`` for the kernel
+queues themselves, and an asyncio event loop on io_uring (``ringio.EventLoop``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from . import aio, uring
 from ._core import AlignedBuffer, PartialSubmitError, dio_alignment
 from ._engines import EngineInfo, engine_info
 from ._file import AsyncBufferedFile, AsyncFileIO, AsyncTextFile, open
+from .loop import EventLoop, EventLoopPolicy, install, new_event_loop, run
 
 __all__ = [
     "AlignedBuffer",
@@ -17,12 +20,17 @@ __all__ = [
     "AsyncFileIO",
     "AsyncTextFile",
     "EngineInfo",
+    "EventLoop",
+    "EventLoopPolicy",
     "PartialSubmitError",
     "aio",
     "aligned",
     "dio_alignment",
     "engine",
+    "install",
+    "new_event_loop",
     "open",
+    "run",
     "uring",
 ]
 

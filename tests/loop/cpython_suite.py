@@ -1,0 +1,197 @@
+"""Runs CPython's own ``test.test_asyncio`` on ringio's event loop.
+
+``python tests/loop/cpython_suite.py [--json OUT] [--modules m1,m2] [-v]``
+
+How the suite is pointed at ringio: before the test modules are imported,
+``asyncio.SelectorEventLoop`` and ``asyncio.DefaultEventLoopPolicy`` are replaced
+by ringio's classes (a stock selector passed to ``SelectorEventLoop(...)`` is
+swapped for a `RingSelector`), so every test that builds "the" loop — through the
+policy, ``asyncio.run``, ``new_event_loop()`` or ``SelectorEventLoop()`` — gets
+``ringio.EventLoop``. Test classes that exist only to repeat the suite on another
+selector (poll, select) or another loop (proactor) are dropped; the epoll variants
+are the ones that run on ringio.
+
+Exclusions are listed in ``EXCLUDED`` with their reason and reported as skips.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import asyncio.unix_events
+import json
+import selectors
+import sys
+import time
+import unittest
+
+import ringio
+from ringio.loop import RingSelector
+
+# The modules that exercise an event loop. Not applicable, and not run:
+# test_selector_events (BaseSelectorEventLoop against a mock selector),
+# test_proactor_events / test_windows_events / test_windows_utils (Windows).
+MODULES = (
+    "test_base_events",
+    "test_buffered_proto",
+    "test_context",
+    "test_events",
+    "test_futures",
+    "test_futures2",
+    "test_locks",
+    "test_pep492",
+    "test_protocols",
+    "test_queues",
+    "test_runners",
+    "test_sendfile",
+    "test_server",
+    "test_sock_lowlevel",
+    "test_ssl",
+    "test_sslproto",
+    "test_streams",
+    "test_subprocess",
+    "test_taskgroups",
+    "test_tasks",
+    "test_threads",
+    "test_timeouts",
+    "test_transports",
+    "test_unix_events",
+    "test_waitfor",
+)
+
+# Classes that re-run a mixin on a loop or selector other than the one under test.
+_OTHER_LOOP_CLASSES = ("PollEventLoopTests", "SelectEventLoopTests", "KqueueEventLoopTests")
+
+# test id (module.Class.method, or a prefix ending in '.') -> why it is excluded.
+EXCLUDED: dict[str, str] = {}
+
+_STOCK_SELECTORS = tuple(
+    getattr(selectors, name)
+    for name in ("EpollSelector", "PollSelector", "SelectSelector", "DevpollSelector")
+    if hasattr(selectors, name)
+)
+
+
+class _SuiteLoop(ringio.EventLoop):
+    """ringio's loop under the name tests call: a stock selector passed in (the
+    suite's "epoll" variants) is replaced by a RingSelector."""
+
+    created = 0
+
+    def __init__(self, selector: selectors.BaseSelector | None = None) -> None:
+        _SuiteLoop.created += 1
+        if selector is None or type(selector) in _STOCK_SELECTORS:
+            if selector is not None:
+                selector.close()
+            selector = RingSelector()
+        super().__init__(selector)
+
+
+class _SuitePolicy(ringio.EventLoopPolicy):
+    _loop_factory = _SuiteLoop
+
+
+def patch_asyncio() -> None:
+    asyncio.SelectorEventLoop = _SuiteLoop  # type: ignore[misc]
+    asyncio.unix_events.SelectorEventLoop = _SuiteLoop  # type: ignore[misc]
+    asyncio.DefaultEventLoopPolicy = _SuitePolicy  # type: ignore[misc]
+    asyncio.unix_events.DefaultEventLoopPolicy = _SuitePolicy  # type: ignore[misc]
+    asyncio.set_event_loop_policy(None)
+
+
+def _is_excluded(test_id: str) -> str | None:
+    for key, reason in EXCLUDED.items():
+        if test_id == key or (key.endswith(".") and test_id.startswith(key)):
+            return reason
+    return None
+
+
+def _iter_tests(suite: unittest.TestSuite):
+    for item in suite:
+        if isinstance(item, unittest.TestSuite):
+            yield from _iter_tests(item)
+        else:
+            yield item
+
+
+def build_suite(modules: tuple[str, ...]) -> tuple[unittest.TestSuite, list[str]]:
+    loader = unittest.TestLoader()
+    suite = unittest.TestSuite()
+    excluded: list[str] = []
+    for name in modules:
+        mod = __import__(f"test.test_asyncio.{name}", fromlist=["*"])
+        for test in _iter_tests(loader.loadTestsFromModule(mod)):
+            cls = type(test)
+            if cls.__name__ in _OTHER_LOOP_CLASSES or cls.__name__.startswith("Proactor"):
+                continue
+            test_id = f"{name}.{cls.__name__}.{test._testMethodName}"
+            reason = _is_excluded(test_id)
+            if reason is not None:
+                excluded.append(test_id)
+                setattr(test, test._testMethodName, unittest.skip(reason)(lambda: None))
+            suite.addTest(test)
+    return suite, excluded
+
+
+class _Result(unittest.TextTestResult):
+    """Also counts the tests during which a ringio loop was built: the rest use
+    asyncio's mock ``TestLoop`` or no loop at all (futures, locks, handles...)."""
+
+    on_ringio = 0
+
+    def startTest(self, test: unittest.TestCase) -> None:
+        self._loops_before = _SuiteLoop.created
+        super().startTest(test)
+
+    def stopTest(self, test: unittest.TestCase) -> None:
+        if _SuiteLoop.created != self._loops_before:
+            _Result.on_ringio += 1
+        super().stopTest(test)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", help="write counts and failing test ids here")
+    parser.add_argument("--modules", help="comma-separated subset of MODULES")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    modules = tuple(args.modules.split(",")) if args.modules else MODULES
+    patch_asyncio()
+    suite, excluded = build_suite(modules)
+    runner = unittest.TextTestRunner(
+        stream=sys.stderr, verbosity=2 if args.verbose else 1, resultclass=_Result
+    )
+    t0 = time.monotonic()
+    result = runner.run(suite)
+    elapsed = time.monotonic() - t0
+
+    def ids(pairs: list) -> list[str]:
+        return sorted(t.id().removeprefix("test.test_asyncio.") for t, _ in pairs)
+
+    failed = ids(result.failures) + ids(result.errors) + ids(result.unexpectedSuccesses)
+    skipped = len(result.skipped)
+    summary = {
+        "ran": result.testsRun,
+        "failed": len(failed),
+        "skipped": skipped,
+        "excluded": len(excluded),
+        "passed": result.testsRun - len(failed) - skipped - len(result.expectedFailures),
+        "expected_failures": len(result.expectedFailures),
+        "failures": failed,
+        "seconds": round(elapsed, 1),
+        "python": sys.version.split()[0],
+        # Evidence that the suite ran on ringio: loops built, ring selects made.
+        "ringio_loops_created": _SuiteLoop.created,
+        "tests_on_a_ringio_loop": _Result.on_ringio,
+        "ring_selects": RingSelector.selects,
+        "skip_reasons": sorted({str(reason) for _, reason in result.skipped}),
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1)
+    print(json.dumps({k: v for k, v in summary.items() if k != "failures"}))
+    return 0 if not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
