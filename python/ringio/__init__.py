@@ -6,19 +6,40 @@ io_uring next), from asyncio, with no thread pools.
 
 from __future__ import annotations
 
-from . import aio, uring
+from . import aio, uring, watcher
 from ._core import AlignedBuffer, PartialSubmitError, dio_alignment
 from ._engines import EngineInfo, engine_info
+from .watcher import (
+    OP_ACCEPT,
+    OP_CONNECT,
+    OP_READ,
+    OP_WRITE,
+    ConnFreedError,
+    OpResult,
+    RingBuffer,
+    Watcher,
+    WatcherClosedError,
+)
 
 __all__ = [
+    "OP_ACCEPT",
+    "OP_CONNECT",
+    "OP_READ",
+    "OP_WRITE",
     "AlignedBuffer",
+    "ConnFreedError",
     "EngineInfo",
+    "OpResult",
     "PartialSubmitError",
+    "RingBuffer",
+    "Watcher",
+    "WatcherClosedError",
     "aio",
     "aligned",
     "dio_alignment",
     "engine",
     "uring",
+    "watcher",
 ]
 
 __version__ = "0.1.0"
