@@ -34,6 +34,7 @@ __all__ = [
     "OP_CONNECT",
     "OP_READ",
     "OP_WRITE",
+    "Conn",
     "ConnFreedError",
     "OpResult",
     "RingBuffer",
@@ -54,9 +55,19 @@ class _ConnRef(weakref.ref):  # type: ignore[type-arg]
     key: int
 
 
-def _make_socket(listener: socket.socket, fd: int) -> socket.socket:
-    # The listener's family/type/proto: no getsockopt round trips per connection.
-    return socket.socket(listener.family, listener.type, listener.proto, fd)
+class Conn:
+    """A connection accepted with ``accept(..., direct=True)``: it lives only in the
+    Watcher's ring as a direct descriptor (no fd in the process, so no
+    RLIMIT_NOFILE slot). Pass it to the Watcher's ops and to ``free``; it has no
+    socket methods. Freed when collected, like a forgotten socket."""
+
+    __slots__ = ("__weakref__", "_cid")
+
+    def __init__(self, cid: int) -> None:
+        self._cid = cid
+
+    def __repr__(self) -> str:
+        return f"<ringio.watcher.Conn {self._cid:#x}>"
 
 
 class Watcher:
@@ -80,13 +91,24 @@ class Watcher:
     def __init__(self, bufsize: int = 65536, *, nbufs: int = 256, entries: int = 4096) -> None:
         if not isinstance(bufsize, int) or isinstance(bufsize, bool):
             raise TypeError(f"bufsize must be an int, not {type(bufsize).__name__}")
-        self._core = WatcherCore(_make_socket, bufsize, nbufs, entries)
+        self_ref = weakref.ref(self)
+
+        def make_conn(listener: socket.socket, handle: int, direct: bool) -> Any:
+            if not direct:
+                # The listener's family/type/proto: no getsockopt per connection.
+                return socket.socket(listener.family, listener.type, listener.proto, handle)
+            conn = Conn(handle)
+            watcher = self_ref()
+            if watcher is not None:
+                watcher._track(conn, handle)
+            return conn
+
+        self._core = WatcherCore(make_conn, bufsize, nbufs, entries)
         self.bufsize = bufsize
         self._conns: dict[int, _ConnRef] = {}
         self._dead: list[int] = []
         self._reader_loop: asyncio.AbstractEventLoop | None = None
         self._waiter: asyncio.Future[None] | None = None
-        self_ref = weakref.ref(self)
 
         def collected(ref: _ConnRef) -> None:
             # May run in any thread (GC): only note it; the owner thread frees.
@@ -107,15 +129,20 @@ class Watcher:
 
     def _register(self, sock: Any) -> int:
         if not isinstance(sock, socket.socket):
+            if isinstance(sock, Conn):
+                raise ConnFreedError(9, "this connection was freed from the Watcher")
             raise TypeError(f"expected a socket.socket, not {type(sock).__name__}")
         if self._dead:
             self._reap_dead()
         cid = self._core.register(sock.fileno())
+        self._track(sock, cid)
+        return cid
+
+    def _track(self, sock: Any, cid: int) -> None:
         ref = _ConnRef(sock, self._collected)
         ref.cid = cid
         ref.key = id(sock)
         self._conns[ref.key] = ref
-        return cid
 
     def _reap_dead(self) -> None:
         dead, self._dead = self._dead, []
@@ -174,11 +201,15 @@ class Watcher:
         cid = self._cid(sock)
         self._core.write_to(cid, ctx, sock, data, sock.family, self._address(sock, address))
 
-    def accept(self, ctx: Any, listener: socket.socket) -> None:
+    def accept(self, ctx: Any, listener: socket.socket, *, direct: bool = False) -> None:
         """Accept one connection: the result's ``conn`` is the new socket (blocking
         mode, close-on-exec) and ``address`` the listener. A multishot accept stays
-        armed on the listener while accepts are wanted."""
-        self._core.accept(self._cid(listener), ctx, listener)
+        armed on the listener while accepts are wanted.
+
+        ``direct=True``: the connection stays inside the ring as a direct descriptor
+        and ``conn`` is a :class:`Conn` handle (no fd used: 10,000s of connections
+        under a small RLIMIT_NOFILE). A listener uses one mode at a time."""
+        self._core.accept(self._cid(listener), ctx, listener, direct)
 
     def connect(
         self, ctx: Any, sock: socket.socket, address: Any, deadline: float | None = None

@@ -152,8 +152,20 @@ enum Mshot {
     Cancelling,
 }
 
+/// A connection accepted by a multishot accept and not yet claimed by accept().
+enum Accepted {
+    Fd(OwnedFd),
+    /// A direct descriptor (fixed-file slot) the kernel allocated.
+    Direct(u32),
+}
+
 struct Conn {
-    fd: OwnedFd,
+    /// Our own reference to the socket: a slot of the ring's fixed-file table (no fd
+    /// used, no fd lookup per op), or a private dup when the table is full.
+    fd: Option<OwnedFd>,
+    slot: Option<u32>,
+    /// The slot came from the kernel's allocator (direct accept), not ours.
+    direct: bool,
     gen: u32,
     reads: VecDeque<usize>,
     writes: VecDeque<usize>,
@@ -166,12 +178,45 @@ struct Conn {
     starved: bool,
     backlog: Vec<u8>,
     backlog_pos: usize,
-    accepted: VecDeque<OwnedFd>,
+    accepted: VecDeque<Accepted>,
+    accept_direct: bool,
     eof: bool,
     rerr: Option<i32>,
 }
 
 impl Conn {
+    /// The fd for an SQE and whether it is a fixed-file index.
+    fn target(&self) -> (types::Fd, bool) {
+        match (self.slot, &self.fd) {
+            (Some(slot), _) => (types::Fd(slot as i32), true),
+            (None, Some(fd)) => (types::Fd(fd.as_raw_fd()), false),
+            (None, None) => (types::Fd(-1), false),
+        }
+    }
+
+    fn new(fd: Option<OwnedFd>, slot: Option<u32>, direct: bool, gen: u32) -> Self {
+        Conn {
+            fd,
+            slot,
+            direct,
+            gen,
+            reads: VecDeque::new(),
+            writes: VecDeque::new(),
+            accepts: VecDeque::new(),
+            read_busy: false,
+            write_busy: false,
+            mshot: Mshot::Off,
+            mshot_accept: false,
+            starved: false,
+            backlog: Vec::new(),
+            backlog_pos: 0,
+            accepted: VecDeque::new(),
+            accept_direct: false,
+            eof: false,
+            rerr: None,
+        }
+    }
+
     fn backlog_len(&self) -> usize {
         self.backlog.len() - self.backlog_pos
     }
@@ -303,6 +348,39 @@ impl OpResult {
     }
 }
 
+/// Marks an SQE's fd as a fixed-file index when it is one.
+fn on(sqe: squeue::Entry, fixed: bool) -> squeue::Entry {
+    if fixed {
+        sqe.flags(squeue::Flags::FIXED_FILE)
+    } else {
+        sqe
+    }
+}
+
+const IORING_REGISTER_FILE_ALLOC_RANGE: u32 = 25;
+
+/// Restricts the kernel's direct-descriptor allocator to [off, off + len).
+fn file_alloc_range(ring_fd: RawFd, off: u32, len: u32) -> io::Result<()> {
+    #[repr(C)]
+    struct Range {
+        off: u32,
+        len: u32,
+        resv: u64,
+    }
+    let r = Range { off, len, resv: 0 };
+    // SAFETY: `r` is a valid io_uring_file_index_range that outlives the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            ring_fd,
+            IORING_REGISTER_FILE_ALLOC_RANGE,
+            &r as *const Range,
+            0u32,
+        )
+    };
+    crate::sys::cvt(rc).map(drop)
+}
+
 fn timespec(deadline: f64) -> types::Timespec {
     let d = deadline.max(0.0);
     let secs = d.trunc() as u64;
@@ -412,6 +490,11 @@ pub struct WatcherCore {
     closed: bool,
     sock_factory: Py<PyAny>,
     cqes: Vec<(u64, i32, u32)>,
+    /// Fixed-file slots [0, fixed_cap) are ours to register sockets in; the rest of
+    /// the table is the kernel's range for direct accepts.
+    fixed_cap: u32,
+    fixed_next: u32,
+    fixed_free: Vec<u32>,
 }
 
 fn os_err(e: io::Error) -> PyErr {
@@ -685,8 +768,10 @@ impl WatcherCore {
     }
 
     fn cancel_mshot(&mut self, cid: u64) -> io::Result<()> {
-        let accept = self.conn_ref(cid).is_some_and(|c| c.mshot_accept);
-        let ud = mshot_ud(cid, accept);
+        let (accept, direct) = self
+            .conn_ref(cid)
+            .map_or((false, false), |c| (c.mshot_accept, c.accept_direct));
+        let ud = mshot_ud(cid, accept, accept && direct);
         let sqe = opcode::AsyncCancel::new(ud).build().user_data(TAG_INTERNAL);
         self.push(&[sqe])?;
         if let Some(c) = self.conn(cid) {
@@ -756,7 +841,7 @@ impl WatcherCore {
             if c.starved {
                 break;
             }
-            let (mshot, mshot_accept, fd) = (c.mshot, c.mshot_accept, c.fd.as_raw_fd());
+            let (mshot, mshot_accept, (fd, fixed)) = (c.mshot, c.mshot_accept, c.target());
             let op = self.ops[slot].as_ref().expect("live op");
             let wants_mshot = op.kind == Kind::Read
                 && op.view.is_none()
@@ -770,9 +855,8 @@ impl WatcherCore {
                 }
                 Mshot::Cancelling => {}
                 Mshot::Off if wants_mshot => {
-                    let sqe = opcode::RecvMulti::new(types::Fd(fd), BGID)
-                        .build()
-                        .user_data(mshot_ud(cid, false));
+                    let sqe = on(opcode::RecvMulti::new(fd, BGID).build(), fixed)
+                        .user_data(mshot_ud(cid, false, false));
                     if self.push(&[sqe]).is_ok() {
                         let c = self.conn(cid).expect("conn");
                         c.mshot = Mshot::On;
@@ -855,11 +939,14 @@ impl WatcherCore {
                 continue;
             }
             if c.mshot == Mshot::Off {
-                let fd = c.fd.as_raw_fd();
-                let sqe = opcode::AcceptMulti::new(types::Fd(fd))
-                    .flags(libc::SOCK_CLOEXEC)
-                    .build()
-                    .user_data(mshot_ud(cid, true));
+                let (fd, fixed) = c.target();
+                let direct = c.accept_direct;
+                let sqe = opcode::AcceptMulti::new(fd)
+                    .allocate_file_index(direct)
+                    // CLOEXEC means nothing for a direct descriptor (EINVAL).
+                    .flags(if direct { 0 } else { libc::SOCK_CLOEXEC })
+                    .build();
+                let sqe = on(sqe, fixed).user_data(mshot_ud(cid, true, direct));
                 if self.push(&[sqe]).is_ok() {
                     let c = self.conn(cid).expect("conn");
                     c.mshot = Mshot::On;
@@ -870,20 +957,118 @@ impl WatcherCore {
         }
     }
 
-    fn deliver_accept(&mut self, py: Python<'_>, slot: usize, fd: OwnedFd) {
+    fn deliver_accept(&mut self, py: Python<'_>, slot: usize, acc: Accepted) {
         let listener = self.op(slot).conn.clone_ref(py);
-        let raw = fd.as_raw_fd();
-        match self.sock_factory.bind(py).call1((listener.bind(py), raw)) {
+        let (handle, direct, fd) = match acc {
+            Accepted::Fd(fd) => (i64::from(fd.as_raw_fd()), false, Some(fd)),
+            Accepted::Direct(idx) => (self.adopt_direct(idx) as i64, true, None),
+        };
+        match self
+            .sock_factory
+            .bind(py)
+            .call1((listener.bind(py), handle, direct))
+        {
             Ok(sock) => {
-                // The socket object owns the fd now.
-                std::mem::forget(fd);
+                // The socket object owns the fd now (a direct conn stays ours).
+                if let Some(fd) = fd {
+                    std::mem::forget(fd);
+                }
                 let op = self.op(slot);
                 op.conn = sock.unbind();
                 let address = Some(listener);
                 self.finish(py, slot, None, None, false, address);
             }
-            Err(e) => self.finish(py, slot, Some(Fail::Py(e)), None, false, None),
+            Err(e) => {
+                if direct {
+                    let _ = self.release_conn(py, handle as u64);
+                }
+                self.finish(py, slot, Some(Fail::Py(e)), None, false, None)
+            }
         }
+    }
+
+    /// Registers a kernel-allocated direct descriptor as a connection.
+    fn adopt_direct(&mut self, idx: u32) -> u64 {
+        let idx_conn = self.new_conn_index();
+        let gen = self.conn_gens[idx_conn];
+        self.conns[idx_conn] = Some(Conn::new(None, Some(idx), true, gen));
+        self.nconns += 1;
+        ((gen as u64) << 32) | idx_conn as u64
+    }
+
+    fn new_conn_index(&mut self) -> usize {
+        let idx = match self.conn_free.pop() {
+            Some(i) => i as usize,
+            None => {
+                self.conns.push(None);
+                self.conn_gens.push(0);
+                self.conns.len() - 1
+            }
+        };
+        self.conn_gens[idx] = self.conn_gens[idx].wrapping_add(1);
+        idx
+    }
+
+    /// Clears a fixed-file slot (the ring drops its reference to the socket).
+    fn clear_slot(&mut self, slot: u32, ours: bool) {
+        if let Some(ring) = self.ring.as_ref() {
+            let _ = ring.submitter().register_files_update(slot, &[-1]);
+        }
+        if ours {
+            self.fixed_free.push(slot);
+        }
+    }
+
+    /// Frees a connection: queued ops fail now, the kernel's are cancelled, our
+    /// reference (fixed slot or dup) is dropped.
+    fn release_conn(&mut self, py: Python<'_>, cid: u64) -> io::Result<()> {
+        let idx = (cid & 0xffff_ffff) as usize;
+        let Some(c) = self.conn(cid) else {
+            return Ok(());
+        };
+        let slots: Vec<usize> = c
+            .reads
+            .iter()
+            .chain(&c.writes)
+            .chain(&c.accepts)
+            .copied()
+            .collect();
+        let in_kernel = c.mshot != Mshot::Off || c.read_busy || c.write_busy;
+        let (fd, fixed) = c.target();
+        for slot in slots {
+            let op = self.op(slot);
+            op.cancel = Some(Why::Freed);
+            if !op.in_kernel {
+                self.finish(py, slot, Some(Fail::Freed), None, false, None);
+            }
+        }
+        let mut result = Ok(());
+        if in_kernel {
+            let builder = if fixed {
+                types::CancelBuilder::fd(types::Fixed(fd.0 as u32))
+            } else {
+                types::CancelBuilder::fd(fd)
+            };
+            let sqe = opcode::AsyncCancel2::new(builder.all())
+                .build()
+                .user_data(TAG_INTERNAL);
+            // The cancel looks the file up when the kernel takes it: submit before
+            // the slot is cleared or the dup closed.
+            result = self.push(&[sqe]).and_then(|()| self.submit_now());
+        }
+        let conn = self.conns[idx].take().expect("conn");
+        self.conn_free.push(idx as u32);
+        self.nconns -= 1;
+        if let Some(slot) = conn.slot {
+            self.clear_slot(slot, !conn.direct);
+        }
+        for acc in &conn.accepted {
+            if let Accepted::Direct(i) = acc {
+                self.clear_slot(*i, false);
+            }
+        }
+        drop(conn); // closes a dup and any accepted-but-unclaimed fds
+        result
     }
 
     /// Builds and pushes the SQE (and link timeout) for op `slot` at its progress.
@@ -891,8 +1076,8 @@ impl WatcherCore {
         let bufsize = self.bufsize;
         let has_pool = self.pool.is_some();
         let cid = self.op(slot).cid;
-        let fd = match self.conn_ref(cid) {
-            Some(c) => types::Fd(c.fd.as_raw_fd()),
+        let (fd, fixed) = match self.conn_ref(cid) {
+            Some(c) => c.target(),
             None => return Err(io::Error::from_raw_os_error(libc::EBADF)),
         };
         let ud = ((slot as u64) << 2) | TAG_OP;
@@ -976,8 +1161,8 @@ impl WatcherCore {
                 }
             }
             Kind::Accept => unreachable!("accepts use the connection's multishot accept"),
-        }
-        .user_data(ud);
+        };
+        let sqe = on(sqe, fixed).user_data(ud);
         op.in_kernel = true;
         if op.deadline.is_some() {
             let ts: *const types::Timespec = &op.ts;
@@ -1021,8 +1206,9 @@ impl WatcherCore {
     }
 
     fn on_mshot(&mut self, py: Python<'_>, ud: u64, res: i32, flags: u32, more: bool) {
-        let cid = ((ud >> 32) << 32) | ((ud & 0xffff_ffff) >> 3);
+        let cid = ((ud >> 32) << 32) | ((ud & 0xffff_ffff) >> 4);
         let is_accept = ud & 4 != 0;
+        let is_direct = ud & 8 != 0;
         let bid = cqueue::buffer_select(flags);
         let Some(c) = self.conn(cid) else {
             // Freed connection: give back its buffer, close an fd it accepted.
@@ -1030,8 +1216,12 @@ impl WatcherCore {
                 self.give_back(bid);
             }
             if is_accept && res >= 0 {
-                // SAFETY: a multishot accept CQE's result is a new fd nobody else owns.
-                drop(unsafe { OwnedFd::from_raw_fd(res) });
+                if is_direct {
+                    self.clear_slot(res as u32, false);
+                } else {
+                    // SAFETY: a multishot accept CQE's result is a new fd nobody else owns.
+                    drop(unsafe { OwnedFd::from_raw_fd(res) });
+                }
             }
             return;
         };
@@ -1040,9 +1230,12 @@ impl WatcherCore {
         }
         if c.mshot_accept {
             if res >= 0 {
-                // SAFETY: a multishot accept CQE's result is a new fd nobody else owns.
-                let fd = unsafe { OwnedFd::from_raw_fd(res) };
-                c.accepted.push_back(fd);
+                c.accepted.push_back(if is_direct {
+                    Accepted::Direct(res as u32)
+                } else {
+                    // SAFETY: a multishot accept CQE's result is a new fd nobody else owns.
+                    Accepted::Fd(unsafe { OwnedFd::from_raw_fd(res) })
+                });
                 let over = c.accepts.is_empty()
                     && c.accepted.len() >= ACCEPT_BACKLOG
                     && c.mshot == Mshot::On;
@@ -1336,9 +1529,14 @@ impl WatcherCore {
     }
 }
 
-/// user_data of a connection's multishot: generation, index, accept bit, tag.
-fn mshot_ud(cid: u64, accept: bool) -> u64 {
-    ((cid >> 32) << 32) | ((cid & 0xffff_ffff) << 3) | (u64::from(accept) << 2) | TAG_MSHOT
+/// user_data of a connection's multishot: generation, index, direct and accept
+/// bits, tag (the index is < 2^28).
+fn mshot_ud(cid: u64, accept: bool, direct: bool) -> u64 {
+    ((cid >> 32) << 32)
+        | ((cid & 0xffff_ffff) << 4)
+        | (u64::from(direct) << 3)
+        | (u64::from(accept) << 2)
+        | TAG_MSHOT
 }
 
 #[pymethods]
@@ -1366,6 +1564,24 @@ impl WatcherCore {
             .map_err(os_err)?;
         // Buffer rings need Linux 5.19; without them, reads without a buffer allocate.
         let pool = BufRing::new(&ring, nbufs as u16, bufsize, BGID).ok();
+        // A sparse fixed-file table: sockets are registered in it instead of dup'ed
+        // (no fd per connection, no fd lookup per op). The kernel refuses a table
+        // larger than RLIMIT_NOFILE; half is ours, half for direct accepts.
+        let mut nofile = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `nofile` is a valid out-parameter.
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut nofile) };
+        let table = (nofile.rlim_cur.min(1 << 16) as u32) & !1;
+        let fixed_cap = if table >= 64
+            && ring.submitter().register_files_sparse(table).is_ok()
+            && file_alloc_range(ring.as_raw_fd(), table / 2, table / 2).is_ok()
+        {
+            table / 2
+        } else {
+            0
+        };
         Ok(Self {
             ring: Some(ring),
             eventfd,
@@ -1390,10 +1606,14 @@ impl WatcherCore {
             closed: false,
             sock_factory,
             cqes: Vec::new(),
+            fixed_cap,
+            fixed_next: 0,
+            fixed_free: Vec::new(),
         })
     }
 
-    /// Takes a private dup of a socket fd; returns the connection id.
+    /// Takes the Watcher's own reference to a socket (a fixed-file slot, else a
+    /// dup of the fd); returns the connection id.
     fn register(&mut self, fd: RawFd) -> PyResult<u64> {
         self.check()?;
         if fd < 0 {
@@ -1414,85 +1634,47 @@ impl WatcherCore {
         if rc < 0 {
             return Err(os_err(io::Error::last_os_error()));
         }
-        // SAFETY: F_DUPFD_CLOEXEC has no memory arguments; a non-negative result is
-        // a new fd that only we own.
-        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-        if dup < 0 {
-            return Err(os_err(io::Error::last_os_error()));
+        if self.conns.len() >= 1 << 28 {
+            return Err(PyValueError::new_err("too many connections"));
         }
-        // SAFETY: `dup` was just created and nothing else owns it.
-        let fd = unsafe { OwnedFd::from_raw_fd(dup) };
-        let idx = match self.conn_free.pop() {
-            Some(i) => i as usize,
+        let mut slot = self.fixed_free.pop();
+        if slot.is_none() && self.fixed_next < self.fixed_cap {
+            slot = Some(self.fixed_next);
+            self.fixed_next += 1;
+        }
+        let mut conn = None;
+        if let Some(sl) = slot {
+            let ring = self.ring.as_ref().expect("open");
+            match ring.submitter().register_files_update(sl, &[fd]) {
+                Ok(_) => conn = Some((None, Some(sl))),
+                Err(_) => self.fixed_free.push(sl),
+            }
+        }
+        let (owned, slot) = match conn {
+            Some(c) => c,
             None => {
-                if self.conns.len() >= 1 << 30 {
-                    return Err(PyValueError::new_err("too many connections"));
+                // SAFETY: F_DUPFD_CLOEXEC has no memory arguments; a non-negative
+                // result is a new fd that only we own.
+                let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+                if dup < 0 {
+                    return Err(os_err(io::Error::last_os_error()));
                 }
-                self.conns.push(None);
-                self.conn_gens.push(0);
-                self.conns.len() - 1
+                // SAFETY: `dup` was just created and nothing else owns it.
+                (Some(unsafe { OwnedFd::from_raw_fd(dup) }), None)
             }
         };
-        self.conn_gens[idx] = self.conn_gens[idx].wrapping_add(1);
+        let idx = self.new_conn_index();
         let gen = self.conn_gens[idx];
-        self.conns[idx] = Some(Conn {
-            fd,
-            gen,
-            reads: VecDeque::new(),
-            writes: VecDeque::new(),
-            accepts: VecDeque::new(),
-            read_busy: false,
-            write_busy: false,
-            mshot: Mshot::Off,
-            mshot_accept: false,
-            starved: false,
-            backlog: Vec::new(),
-            backlog_pos: 0,
-            accepted: VecDeque::new(),
-            eof: false,
-            rerr: None,
-        });
+        self.conns[idx] = Some(Conn::new(owned, slot, false, gen));
         self.nconns += 1;
         Ok(((gen as u64) << 32) | idx as u64)
     }
 
     /// Frees a connection: its queued ops complete with ConnFreedError now, the
-    /// kernel's are cancelled (they complete the same way), the fd is closed.
+    /// kernel's are cancelled (they complete the same way), our reference is dropped.
     fn free(&mut self, py: Python<'_>, cid: u64) -> PyResult<()> {
         self.check()?;
-        let idx = (cid & 0xffff_ffff) as usize;
-        let Some(c) = self.conn(cid) else {
-            return Ok(());
-        };
-        let slots: Vec<usize> = c
-            .reads
-            .iter()
-            .chain(&c.writes)
-            .chain(&c.accepts)
-            .copied()
-            .collect();
-        let in_kernel = c.mshot != Mshot::Off || c.read_busy || c.write_busy;
-        let fd = c.fd.as_raw_fd();
-        for slot in slots {
-            let op = self.op(slot);
-            op.cancel = Some(Why::Freed);
-            if !op.in_kernel {
-                self.finish(py, slot, Some(Fail::Freed), None, false, None);
-            }
-        }
-        if in_kernel {
-            let sqe = opcode::AsyncCancel2::new(types::CancelBuilder::fd(types::Fd(fd)).all())
-                .build()
-                .user_data(TAG_INTERNAL);
-            self.push(&[sqe]).map_err(os_err)?;
-            // The cancel looks the fd up when the kernel takes it: submit before close.
-            self.submit_now().map_err(os_err)?;
-        }
-        let conn = self.conns[idx].take();
-        self.conn_free.push(idx as u32);
-        self.nconns -= 1;
-        drop(conn); // closes the dup and any accepted-but-unclaimed fds
-        Ok(())
+        self.release_conn(py, cid).map_err(os_err)
     }
 
     #[pyo3(signature = (cid, ctx, conn, buf, deadline, full))]
@@ -1634,15 +1816,30 @@ impl WatcherCore {
         Ok(())
     }
 
+    #[pyo3(signature = (cid, ctx, conn, direct=false))]
     fn accept(
         &mut self,
         py: Python<'_>,
         cid: u64,
         ctx: Py<PyAny>,
         conn: Py<PyAny>,
+        direct: bool,
     ) -> PyResult<()> {
         self.check()?;
-        self.conn_or_err(cid)?;
+        if direct && self.fixed_cap == 0 {
+            return Err(PyOSError::new_err((
+                libc::EOPNOTSUPP,
+                "direct accepts need a fixed-file table (Linux 5.19+, RLIMIT_NOFILE >= 64)",
+            )));
+        }
+        let c = self.conn_or_err(cid)?;
+        if c.accepts.is_empty() && c.mshot == Mshot::Off && c.accepted.is_empty() {
+            c.accept_direct = direct;
+        } else if c.accept_direct != direct {
+            return Err(PyValueError::new_err(
+                "this listener already accepts in the other mode (direct=True/False)",
+            ));
+        }
         let slot = self.new_op(Kind::Accept, cid, ctx, conn, None);
         self.queue(py, slot, cid, Kind::Accept);
         Ok(())
