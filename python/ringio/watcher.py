@@ -251,7 +251,7 @@ class Watcher:
     async def wait_io_async(self) -> list[OpResult]:
         """``wait_io`` for asyncio: waits on the ring's eventfd with
         ``loop.add_reader`` (any loop), so the loop keeps running meanwhile."""
-        results = self.wait_io(0)
+        results = self._poll()
         if results:
             return results
         loop = asyncio.get_running_loop()
@@ -271,9 +271,16 @@ class Watcher:
                     await asyncio.wait([waiter], timeout=max(0.0, nxt - loop.time()))
             finally:
                 self._waiter = None
-            results = self.wait_io(0)
+            results = self._poll()
             if results:
                 return results
+
+    def _poll(self) -> list[OpResult]:
+        # drain=True: the eventfd is reset before the CQ is read, so a completion
+        # posted after this poll makes it readable again (no lost wake-up).
+        if self._dead:
+            self._reap_dead()
+        return self._core.wait(0, True)
 
     def __aiter__(self) -> AsyncIterator[list[OpResult]]:
         return self._aiter()

@@ -1847,8 +1847,13 @@ impl WatcherCore {
 
     /// Completed ops; blocks up to `timeout` seconds (None: until one completes)
     /// with the GIL released. Buffers handed out by the previous call are recycled.
-    #[pyo3(signature = (timeout=None))]
-    fn wait(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Vec<Py<OpResult>>> {
+    #[pyo3(signature = (timeout=None, drain=false))]
+    fn wait(
+        &mut self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        drain: bool,
+    ) -> PyResult<Vec<Py<OpResult>>> {
         if self.closed && !self.ready.is_empty() {
             return Ok(std::mem::take(&mut self.ready));
         }
@@ -1858,11 +1863,21 @@ impl WatcherCore {
                 return Err(PyValueError::new_err("timeout must be >= 0 or None"));
             }
         }
-        crate::sys::eventfd_drain(self.eventfd.as_raw_fd());
+        if drain {
+            // Before reaping, so a completion posted after the reap re-signals it.
+            crate::sys::eventfd_drain(self.eventfd.as_raw_fd());
+        }
         self.recycle(py);
         self.rearm_starved(py);
         self.expire(py);
-        self.poll_kernel(py)?;
+        if timeout == Some(0.0) || !self.ready.is_empty() {
+            self.poll_kernel(py)?;
+        } else {
+            // Blocking call: the enter below submits, runs task work and returns at
+            // once when CQEs are there; one syscall per round instead of two.
+            self.collect_cqes();
+            self.process(py);
+        }
         let end = timeout.map(|t| monotonic() + t);
         while self.ready.is_empty() {
             self.rearm_starved(py);
