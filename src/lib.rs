@@ -8,6 +8,7 @@ pub mod buffers;
 pub mod engine;
 pub mod errors;
 pub mod fsops;
+pub mod net;
 pub mod op;
 pub mod pydriver;
 pub mod sys;
@@ -28,6 +29,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sys::install_fork_handler();
     op::register(m)?;
     fsops::register(m)?;
+    net::register(m)?;
     m.add_class::<aio::py::AioContext>()?;
     m.add_class::<uring::py::Ring>()?;
     m.add_function(wrap_pyfunction!(uring::py::probe, m)?)?;

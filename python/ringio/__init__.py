@@ -8,21 +8,43 @@ queues themselves, and an asyncio event loop on io_uring (``ringio.EventLoop``).
 
 from __future__ import annotations
 
-from . import aio, uring
+from . import aio, uring, watcher
 from ._core import AlignedBuffer, PartialSubmitError, dio_alignment
 from ._engines import EngineInfo, engine_info
 from ._file import AsyncBufferedFile, AsyncFileIO, AsyncTextFile, open
 from .loop import EventLoop, EventLoopPolicy, install, new_event_loop, run
+from .watcher import (
+    OP_ACCEPT,
+    OP_CONNECT,
+    OP_READ,
+    OP_WRITE,
+    Conn,
+    ConnFreedError,
+    OpResult,
+    RingBuffer,
+    Watcher,
+    WatcherClosedError,
+)
 
 __all__ = [
+    "OP_ACCEPT",
+    "OP_CONNECT",
+    "OP_READ",
+    "OP_WRITE",
     "AlignedBuffer",
     "AsyncBufferedFile",
     "AsyncFileIO",
     "AsyncTextFile",
+    "Conn",
+    "ConnFreedError",
     "EngineInfo",
     "EventLoop",
     "EventLoopPolicy",
+    "OpResult",
     "PartialSubmitError",
+    "RingBuffer",
+    "Watcher",
+    "WatcherClosedError",
     "aio",
     "aligned",
     "dio_alignment",
@@ -32,6 +54,7 @@ __all__ = [
     "open",
     "run",
     "uring",
+    "watcher",
 ]
 
 __version__ = "0.1.0"

@@ -1,0 +1,139 @@
+"""Echo workload: ringio.Watcher against gaio (Go) on gaio's own echo benchmarks.
+
+Three tables, each contender in its own process, run alternately (ringio, gaio,
+ringio, gaio, ...) so that load from other processes hits both alike; the median of
+the repeats is reported:
+
+* ``echo64k``: one connection echoing 64 KiB messages (the client keeps one write and
+  one read submitted), MB/s;
+* ``conns``: 8,192 clients each echo 1 KiB, seconds to completion. gaio gets a swap
+  buffer of conns x 1 KiB (its default 64 KiB one makes this hang on 2 cores: nil-buffer
+  reads fall back to 16 bytes and are never re-submitted);
+* ``idle``: RSS per idle connection at 10,000 connections (one pending read each, server
+  ends measured, client ends in another process).
+
+ringio's server is a Watcher in a separate process (gaio's runs on its own goroutines),
+with a buffer per connection as the gaio peer's server has.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from ringio.bench.model import Options, Table, WorkloadResult
+from ringio.bench.netpeers import run_gaio
+from ringio.bench.worker import run_worker
+
+NAME = "echo"
+WORKER = "ringio.bench.workloads._echo_worker"
+
+
+def _counts(options: Options) -> dict[str, int]:
+    if options.smoke:
+        return {"messages": 50, "conns": 64, "idle": 100, "repeats": 1}
+    if options.quick:
+        return {"messages": 5000, "conns": 8192, "idle": 10000, "repeats": 3}
+    return {"messages": 100000, "conns": 8192, "idle": 10000, "repeats": 5}
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in runs if isinstance(r.get(key), int | float)]
+    return statistics.median(values) if values else None
+
+
+def _gaio_args(counts: dict[str, int]) -> list[str]:
+    return [
+        "-messages",
+        str(counts["messages"]),
+        "-conns",
+        str(counts["conns"]),
+        "-idle-conns",
+        str(counts["idle"]),
+    ]
+
+
+def run(options: Options) -> WorkloadResult:
+    counts = _counts(options)
+    result = WorkloadResult(NAME, parameters=dict(counts))
+    tables = {
+        "echo64k": Table(
+            "echo: one connection, 64 KiB messages",
+            metric="mb_per_s",
+            baseline="gaio",
+            higher_is_better=True,
+            note="client keeps one write and one read submitted; median of repeats",
+        ),
+        "conns": Table(
+            "echo: 8,192 clients x 1 KiB, time to completion",
+            metric="seconds",
+            baseline="gaio",
+            higher_is_better=False,
+            note="gaio with a conns x 1 KiB swap buffer (its default one hangs here)",
+        ),
+        "idle": Table(
+            "echo: RSS per idle connection (10,000 connections, one pending read each)",
+            metric="rss_per_conn_bytes",
+            baseline="gaio",
+            higher_is_better=False,
+            note="server ends measured (VmRSS delta); client ends in another process",
+        ),
+    }
+    cases = [("echo64k", "echo64k"), ("conns", "conns"), ("idle", "idle")]
+    steps = sum(counts["repeats"] if c != "idle" else 1 for c, _ in cases)
+    options.progress(steps * 2 + 1, 0)
+    want_gaio = options.wants("gaio")
+    for case, kind in cases:
+        repeats = 1 if case == "idle" else counts["repeats"]
+        mine: list[dict[str, Any]] = []
+        theirs: list[dict[str, Any]] = []
+        for _ in range(repeats):
+            spec = {
+                "kind": kind,
+                "messages": counts["messages"],
+                "conns": counts["conns"],
+                "idle_conns": counts["idle"],
+            }
+            answer = run_worker(WORKER, spec, timeout=120)
+            if "error" in answer or "skipped" in answer:
+                options.notice(f"echo {case}: ringio: {answer.get('error') or answer}")
+            else:
+                mine.append(answer)
+            options.progress(0, 1)
+            if want_gaio:
+                g = run_gaio(case, quick=True, extra_args=_gaio_args(counts))
+                if "error" in g or "skipped" in g:
+                    options.notice(f"echo {case}: gaio: {g.get('error') or g.get('skipped')}")
+                else:
+                    theirs.append(g)
+            options.progress(0, 1)
+        table = tables[case]
+        params = {"echo64k": {"msg_size": 65536}, "conns": {"conns": counts["conns"]}}.get(
+            case, {"conns": counts["idle"]}
+        )
+        for name, runs in (("ringio.Watcher", mine), ("gaio", theirs)):
+            if not runs:
+                continue
+            metrics: dict[str, float | int | None] = {
+                table.metric: _median(runs, table.metric),
+                "runs": len(runs),
+            }
+            if case == "echo64k":
+                metrics["best_mb_per_s"] = max(r["mb_per_s"] for r in runs)
+            if case == "conns":
+                metrics["conns_per_s"] = _median(runs, "conns_per_s")
+            table.add(name, params, **metrics)
+    if want_gaio:
+        # gaio's own Test8k behaviour (64 KiB swap buffer, short reads not re-read):
+        # expected to hit the hard timeout; recorded so the report says so.
+        if not options.smoke:
+            stock = run_gaio("conns", quick=True, timeout=10, extra_args=["-stock"])
+            hung = "error" in stock
+            result.notices.append(
+                "gaio conns with its default 64 KiB swap buffer (gaio's Test8k client): "
+                + ("did not finish within 10 s (hangs)" if hung else "finished")
+            )
+            options.notice(result.notices[-1])
+    options.progress(0, 1)
+    result.tables = list(tables.values())
+    return result
