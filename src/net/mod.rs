@@ -58,9 +58,6 @@ const MAX_RW: usize = 0x7fff_f000;
 /// the watcher stops its multishot accept; the kernel's listen backlog takes over.
 const ACCEPT_BACKLOG: usize = 1024;
 
-const IORING_ENTER_GETEVENTS: u32 = 1;
-const IORING_ENTER_EXT_ARG: u32 = 8;
-
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
     Read,
@@ -406,41 +403,13 @@ fn enter(
     min_complete: u32,
     timeout: Option<Duration>,
 ) -> io::Result<usize> {
-    #[repr(C)]
-    struct GeteventsArg {
-        sigmask: u64,
-        sigmask_sz: u32,
-        min_wait_usec: u32,
-        ts: u64,
-    }
-    let ts = timeout.map(|t| {
-        types::Timespec::new()
-            .sec(t.as_secs())
-            .nsec(t.subsec_nanos())
-    });
-    let arg = GeteventsArg {
-        sigmask: 0,
-        sigmask_sz: 0,
-        min_wait_usec: 0,
-        ts: ts
-            .as_ref()
-            .map_or(0, |t| t as *const types::Timespec as u64),
-    };
-    // SAFETY: `arg` and the timespec it points to outlive the call; the kernel reads
-    // exactly size_of::<GeteventsArg>() bytes, as EXT_ARG specifies. SQEs were
-    // published in the SQ (release store by the crate) before this call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_io_uring_enter,
-            ring_fd,
-            to_submit,
-            min_complete,
-            IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
-            &arg as *const GeteventsArg,
-            std::mem::size_of::<GeteventsArg>(),
-        )
-    };
-    crate::sys::cvt(rc).map(|n| n as usize)
+    crate::uring::enter(
+        ring_fd,
+        to_submit,
+        min_complete,
+        crate::uring::IORING_ENTER_GETEVENTS,
+        timeout,
+    )
 }
 
 fn build_ring(entries: u32) -> io::Result<(IoUring, bool)> {

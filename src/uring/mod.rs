@@ -16,7 +16,7 @@ const INTERNAL_TOKEN: u64 = u64::MAX;
 /// The most a single read or write transfers (the kernel's MAX_RW_COUNT).
 const MAX_RW_COUNT: usize = 0x7fff_f000;
 
-const IORING_ENTER_GETEVENTS: u32 = 1;
+pub(crate) const IORING_ENTER_GETEVENTS: u32 = 1;
 const IORING_ENTER_EXT_ARG: u32 = 8;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -111,7 +111,7 @@ impl UringEngine {
 
     /// Runs deferred task work and flushes overflowed CQEs into the CQ.
     fn get_events(&self) -> io::Result<()> {
-        enter(self.ring.as_raw_fd(), 0, IORING_ENTER_GETEVENTS, None).map(drop)
+        enter(self.ring.as_raw_fd(), 0, 0, IORING_ENTER_GETEVENTS, None).map(drop)
     }
 
     /// Pushes SQEs, entering the kernel only when the SQ is full.
@@ -279,10 +279,12 @@ impl UringEngine {
     }
 }
 
-/// io_uring_enter with GETEVENTS, optionally waiting for `min_complete` CQEs for
-/// at most `timeout` (EXT_ARG, Linux 5.11).
-fn enter(
+/// io_uring_enter: submits `to_submit` SQEs and, with GETEVENTS in `flags`, waits for
+/// `min_complete` CQEs for at most `timeout` (EXT_ARG, Linux 5.11). EINTR and ETIME
+/// are returned to the caller.
+pub(crate) fn enter(
     ring_fd: RawFd,
+    to_submit: u32,
     min_complete: u32,
     flags: u32,
     timeout: Option<Duration>,
@@ -313,7 +315,7 @@ fn enter(
         libc::syscall(
             libc::SYS_io_uring_enter,
             ring_fd,
-            0u32,
+            to_submit,
             min_complete,
             flags | IORING_ENTER_EXT_ARG,
             &arg as *const GeteventsArg,
@@ -440,7 +442,7 @@ impl Engine for UringEngine {
             self.reap_now(out, usize::MAX)?;
             seen += out[before..].iter().filter(|c| !c.more).count();
             if seen < in_flight {
-                match enter(self.ring.as_raw_fd(), 1, IORING_ENTER_GETEVENTS, None) {
+                match enter(self.ring.as_raw_fd(), 0, 1, IORING_ENTER_GETEVENTS, None) {
                     Ok(_) => {}
                     Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                     Err(e) => return Err(e),
@@ -492,7 +494,7 @@ impl Waiter for UringWaiter {
         _max: usize,
         timeout: Option<Duration>,
     ) -> io::Result<()> {
-        enter(self.ring_fd, min as u32, IORING_ENTER_GETEVENTS, timeout).map(drop)
+        enter(self.ring_fd, 0, min as u32, IORING_ENTER_GETEVENTS, timeout).map(drop)
     }
 }
 

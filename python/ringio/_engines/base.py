@@ -203,3 +203,58 @@ class FileEngine(abc.ABC):
         self.closed = True
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class PoolPathOps:
+    """Path and metadata calls as blocking ``os`` calls on the engine's fallback
+    pool: what the aio and thread engines do where kernel AIO has no form."""
+
+    run_sync: Callable[..., Any]
+
+    async def open(
+        self, path: Any, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
+    ) -> int:
+        return await self.run_sync(lambda: os.open(path, flags | os.O_CLOEXEC, mode, dir_fd=dir_fd))
+
+    async def stat(
+        self, path: Any, *, dir_fd: int | None = None, follow_symlinks: bool = True
+    ) -> os.stat_result:
+        return await self.run_sync(
+            lambda: os.stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+        )
+
+    async def ftruncate(self, fd: int, length: int) -> None:
+        await self.run_sync(os.ftruncate, fd, length)
+
+    async def rename(
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, flags: int = 0,
+    ) -> None:
+        if flags:
+            raise ValueError("rename flags need the uring engine")
+        await self.run_sync(
+            lambda: os.replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+        )
+
+    async def unlink(self, path: Any, *, dir_fd: int | None = None) -> None:
+        await self.run_sync(lambda: os.unlink(path, dir_fd=dir_fd))
+
+    async def rmdir(self, path: Any, *, dir_fd: int | None = None) -> None:
+        await self.run_sync(lambda: os.rmdir(path, dir_fd=dir_fd))
+
+    async def mkdir(self, path: Any, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        await self.run_sync(lambda: os.mkdir(path, mode, dir_fd=dir_fd))
+
+    async def link(
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
+    ) -> None:
+        await self.run_sync(
+            lambda: os.link(
+                src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd,
+                follow_symlinks=follow_symlinks,
+            )
+        )
+
+    async def symlink(self, src: Any, dst: Any, *, dir_fd: int | None = None) -> None:
+        await self.run_sync(lambda: os.symlink(src, dst, dir_fd=dir_fd))

@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import _core
 from .._proactor import Proactor
-from .base import FileEngine, NowaitHint, Outcome
+from .base import FileEngine, NowaitHint, Outcome, PoolPathOps
 from .base import check_offset as _check_offset
 
 AT_EMPTY_PATH = 0x1000
@@ -198,7 +198,7 @@ class UringFileEngine(KernelEngine):
         await self._run(_core.symlinkat, src, dst, dir_fd=dir_fd)
 
 
-class AioFileEngine(KernelEngine):
+class AioFileEngine(PoolPathOps, KernelEngine):
     """Kernel AIO for reads, writes, syncs and polls; the calls kernel AIO lacks
     (open, close, stat, rename, ...) run on the fallback pool."""
 
@@ -238,56 +238,9 @@ class AioFileEngine(KernelEngine):
             return os.write(fd, data)
         return await self._stream(fd, select.POLLOUT, lambda: os.write(fd, data))
 
-    async def open(
-        self, path: Any, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
-    ) -> int:
-        return await self.run_sync(lambda: os.open(path, flags | os.O_CLOEXEC, mode, dir_fd=dir_fd))
-
     async def close(self, fd: int) -> None:
         os.close(fd)  # never blocks for regular files; no kernel AIO form
-
-    async def stat(
-        self, path: Any, *, dir_fd: int | None = None, follow_symlinks: bool = True
-    ) -> os.stat_result:
-        return await self.run_sync(
-            lambda: os.stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
-        )
 
     async def fstat(self, fd: int) -> os.stat_result:
         return os.fstat(fd)  # served from the inode in memory
 
-    async def ftruncate(self, fd: int, length: int) -> None:
-        await self.run_sync(os.ftruncate, fd, length)
-
-    async def rename(
-        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None, flags: int = 0,
-    ) -> None:
-        if flags:
-            raise ValueError("rename flags need the uring engine")
-        await self.run_sync(
-            lambda: os.replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
-        )
-
-    async def unlink(self, path: Any, *, dir_fd: int | None = None) -> None:
-        await self.run_sync(lambda: os.unlink(path, dir_fd=dir_fd))
-
-    async def rmdir(self, path: Any, *, dir_fd: int | None = None) -> None:
-        await self.run_sync(lambda: os.rmdir(path, dir_fd=dir_fd))
-
-    async def mkdir(self, path: Any, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
-        await self.run_sync(lambda: os.mkdir(path, mode, dir_fd=dir_fd))
-
-    async def link(
-        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
-    ) -> None:
-        await self.run_sync(
-            lambda: os.link(
-                src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd,
-                follow_symlinks=follow_symlinks,
-            )
-        )
-
-    async def symlink(self, src: Any, dst: Any, *, dir_fd: int | None = None) -> None:
-        await self.run_sync(lambda: os.symlink(src, dst, dir_fd=dir_fd))

@@ -11,7 +11,7 @@ import select
 from collections.abc import Sequence
 from typing import Any
 
-from .base import FileEngine, NowaitHint, Outcome, check_offset
+from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, check_offset
 
 
 async def _settle_thread(
@@ -32,7 +32,7 @@ def _ready_mask(fd: int, events: int) -> int:
     return ready[0][1] if ready else 0
 
 
-class ThreadEngine(FileEngine):
+class ThreadEngine(PoolPathOps, FileEngine):
     name = "thread"
 
     async def _tracked(self, outcome: Outcome | None, func: Any, *args: Any) -> int:
@@ -106,59 +106,11 @@ class ThreadEngine(FileEngine):
     async def fdatasync(self, fd: int) -> None:
         await self.run_sync(os.fdatasync, fd)
 
-    async def open(
-        self, path: Any, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
-    ) -> int:
-        return await self.run_sync(lambda: os.open(path, flags | os.O_CLOEXEC, mode, dir_fd=dir_fd))
-
     async def close(self, fd: int) -> None:
         await self.run_sync(os.close, fd)
 
-    async def stat(
-        self, path: Any, *, dir_fd: int | None = None, follow_symlinks: bool = True
-    ) -> os.stat_result:
-        return await self.run_sync(
-            lambda: os.stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
-        )
-
     async def fstat(self, fd: int) -> os.stat_result:
         return await self.run_sync(os.fstat, fd)
-
-    async def ftruncate(self, fd: int, length: int) -> None:
-        await self.run_sync(os.ftruncate, fd, length)
-
-    async def rename(
-        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None, flags: int = 0,
-    ) -> None:
-        if flags:
-            raise ValueError("rename flags need the uring engine")
-        await self.run_sync(
-            lambda: os.replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
-        )
-
-    async def unlink(self, path: Any, *, dir_fd: int | None = None) -> None:
-        await self.run_sync(lambda: os.unlink(path, dir_fd=dir_fd))
-
-    async def rmdir(self, path: Any, *, dir_fd: int | None = None) -> None:
-        await self.run_sync(lambda: os.rmdir(path, dir_fd=dir_fd))
-
-    async def mkdir(self, path: Any, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
-        await self.run_sync(lambda: os.mkdir(path, mode, dir_fd=dir_fd))
-
-    async def link(
-        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
-    ) -> None:
-        await self.run_sync(
-            lambda: os.link(
-                src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd,
-                follow_symlinks=follow_symlinks,
-            )
-        )
-
-    async def symlink(self, src: Any, dst: Any, *, dir_fd: int | None = None) -> None:
-        await self.run_sync(lambda: os.symlink(src, dst, dir_fd=dir_fd))
 
     async def poll(self, fd: int, events: int) -> int:
         while not (mask := _ready_mask(fd, events)):
