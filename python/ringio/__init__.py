@@ -2,13 +2,13 @@
 
 ringio talks to the kernel's completion interfaces directly (io_uring, and kernel
 AIO where io_uring is refused), from asyncio, with no thread pools: ``ringio.open``
-and ``ringio.os`` for files, ``ringio.aio`` and ``ringio.uring`` for the kernel
+``ringio.os`` and ``ringio.tempfile`` for files, ``ringio.aio`` and ``ringio.uring`` for the kernel
 queues themselves, and an asyncio event loop on io_uring (``ringio.EventLoop``).
 """
 
 from __future__ import annotations
 
-from . import aio, uring, watcher
+from . import aio, tempfile, uring, watcher
 from ._core import AlignedBuffer, PartialSubmitError, dio_alignment
 from ._engines import EngineInfo, engine_info
 from ._file import AsyncBufferedFile, AsyncFileIO, AsyncTextFile, open
@@ -53,6 +53,7 @@ __all__ = [
     "new_event_loop",
     "open",
     "run",
+    "tempfile",
     "uring",
     "watcher",
 ]

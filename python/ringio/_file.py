@@ -1527,7 +1527,9 @@ def _parse_mode(mode: str) -> tuple[str, str, bool]:
     if len(kinds) != 1:
         raise ValueError("must have exactly one of create/read/write/append mode")
     kind = kinds[0]
-    raw = kind + "b" + ("+" if "+" in modes else "")
+    # FileIO's own mode string: "w+" files report "rb+" (readable and writable,
+    # no longer truncating), as the builtin's do.
+    raw = ("r" if kind == "w" and "+" in modes else kind) + "b" + ("+" if "+" in modes else "")
     return raw, kind, "b" in modes
 
 

@@ -225,3 +225,19 @@ async def test_garbage_collected_file_closes_fd(engine, path):
         gc.collect()
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+@pytest.mark.parametrize("mode", ["rb", "r+b", "wb", "w+b", "ab", "a+b", "xb", "x+b"])
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_mode_attribute_matches_builtin(engine, tmp_path, mode, buffering):
+    """``mode`` is FileIO's mode string: "w+b" reports "rb+", as the builtin does."""
+    p = tmp_path / "m.bin"
+    if mode.startswith("r"):
+        p.write_bytes(b"")
+    with open(p, mode, buffering=buffering) as ref:
+        expected = ref.mode
+    p.unlink()
+    if mode.startswith("r"):
+        p.write_bytes(b"")
+    async with ringio.open(p, mode, buffering=buffering) as f:
+        assert f.mode == expected

@@ -1,0 +1,157 @@
+"""``aiofiles.threadpool.binary`` over ringio: the binary file wrappers, with the
+same classes, coroutine methods, plain methods and properties as aiofiles 25.1."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from ..base import AsyncBase, AsyncIndirectBase
+from .utils import delegate_to_executor, proxy_method_directly, proxy_property_directly
+
+__all__ = [
+    "AsyncBufferedIOBase",
+    "AsyncBufferedReader",
+    "AsyncFileIO",
+    "AsyncIndirectBufferedIOBase",
+    "AsyncIndirectBufferedReader",
+    "AsyncIndirectFileIO",
+]
+
+
+@delegate_to_executor(
+    "close",
+    "flush",
+    "isatty",
+    "read",
+    "read1",
+    "readinto",
+    "readline",
+    "readlines",
+    "seek",
+    "seekable",
+    "tell",
+    "truncate",
+    "writable",
+    "write",
+    "writelines",
+)
+@proxy_method_directly("detach", "fileno", "readable")
+@proxy_property_directly("closed", "raw", "name", "mode")
+class AsyncBufferedIOBase(AsyncBase):
+    """The version of io.BufferedWriter and BufferedIOBase (write-only buffered)."""
+
+
+@delegate_to_executor("peek")
+class AsyncBufferedReader(AsyncBufferedIOBase):
+    """The version of io.BufferedReader and BufferedRandom (readable buffered)."""
+
+
+@delegate_to_executor(
+    "close",
+    "flush",
+    "isatty",
+    "read",
+    "readall",
+    "readinto",
+    "readline",
+    "readlines",
+    "seek",
+    "seekable",
+    "tell",
+    "truncate",
+    "writable",
+    "write",
+    "writelines",
+)
+@proxy_method_directly("fileno", "readable")
+@proxy_property_directly("closed", "name", "mode")
+class AsyncFileIO(AsyncBase):
+    """The version of io.FileIO (``buffering=0``)."""
+
+
+@delegate_to_executor(
+    "close",
+    "flush",
+    "isatty",
+    "read",
+    "read1",
+    "readinto",
+    "readline",
+    "readlines",
+    "seek",
+    "seekable",
+    "tell",
+    "truncate",
+    "writable",
+    "write",
+    "writelines",
+)
+@proxy_method_directly("detach", "fileno", "readable")
+@proxy_property_directly("closed", "raw", "name", "mode")
+class AsyncIndirectBufferedIOBase(AsyncIndirectBase):
+    """The indirect version of io.BufferedWriter and BufferedIOBase."""
+
+
+@delegate_to_executor("peek")
+class AsyncIndirectBufferedReader(AsyncIndirectBufferedIOBase):
+    """The indirect version of io.BufferedReader and Random."""
+
+
+@delegate_to_executor(
+    "close",
+    "flush",
+    "isatty",
+    "read",
+    "readall",
+    "readinto",
+    "readline",
+    "readlines",
+    "seek",
+    "seekable",
+    "tell",
+    "truncate",
+    "writable",
+    "write",
+    "writelines",
+)
+@proxy_method_directly("fileno", "readable")
+@proxy_property_directly("closed", "name", "mode")
+class AsyncIndirectFileIO(AsyncIndirectBase):
+    """The indirect version of io.FileIO."""
+
+
+# What ringio's buffered files lack compared with io's: a separate raw layer.
+
+
+async def _peek(self: Any, size: int = 0) -> bytes:
+    """Buffered bytes from the position without moving it (at least one byte
+    unless at end of file), as BufferedReader.peek: read, then seek back."""
+    f = self._file
+    if f.closed:
+        raise ValueError("peek of closed file")
+    if not f.readable():
+        raise io.UnsupportedOperation("read")
+    pos = await f.tell()
+    data: bytes = await f.read1(max(size, io.DEFAULT_BUFFER_SIZE))
+    await f.seek(pos)
+    return data
+
+
+def _raw(self: Any) -> Any:
+    """ringio's buffered file is one object (no FileIO under it): itself."""
+    return self._file
+
+
+def _detach(self: Any) -> Any:
+    raise io.UnsupportedOperation(
+        "detach: a ringio buffered file has no separate raw file to hand over"
+    )
+
+
+for _cls in (AsyncBufferedReader, AsyncIndirectBufferedReader):
+    _cls.peek = _peek  # type: ignore[attr-defined]
+for _cls in (AsyncBufferedIOBase, AsyncIndirectBufferedIOBase):
+    _cls.raw = property(_raw)  # type: ignore[attr-defined]
+    _cls.detach = _detach  # type: ignore[attr-defined]
+del _cls
