@@ -161,6 +161,9 @@ impl AlignedBuffer {
         Ok(())
     }
 
+    /// # Safety
+    /// Called by CPython with the view `__getbuffer__` filled; nothing to release
+    /// (the view's reference to this object is dropped by CPython itself).
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
 }
 

@@ -294,6 +294,9 @@ impl RingView {
         Ok(())
     }
 
+    /// # Safety
+    /// Called by CPython once per view that `__getbuffer__` filled successfully, so
+    /// the export count it decrements was incremented for this view.
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
         self.exports.fetch_sub(1, Ordering::Relaxed);
     }
