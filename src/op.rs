@@ -379,7 +379,9 @@ fn checked_fd(value: &Bound<'_, PyAny>, what: &str) -> PyResult<RawFd> {
         }
     })?;
     if fd < 0 {
-        return Err(PyValueError::new_err(format!("{what} must be >= 0, not {fd}")));
+        return Err(PyValueError::new_err(format!(
+            "{what} must be >= 0, not {fd}"
+        )));
     }
     RawFd::try_from(fd).map_err(|_| {
         pyo3::exceptions::PyOverflowError::new_err(format!("{what} is greater than maximum"))
