@@ -17,10 +17,22 @@ pub mod uring;
 use pyo3::prelude::*;
 
 /// O_DIRECT alignment for an open fd, from statx(STATX_DIOALIGN): (memory, offset),
-/// or None where the kernel or filesystem does not report it.
+/// or None where the kernel or filesystem does not report it. An fd that is not
+/// open raises OSError(EBADF), as os.fstat does, rather than reading as "no
+/// alignment known".
 #[pyfunction]
-fn dio_alignment(fd: i32) -> Option<(u32, u32)> {
-    sys::dio_alignment(fd).map(|a| (a.memory, a.offset))
+fn dio_alignment(py: Python<'_>, fd: i32) -> PyResult<Option<(u32, u32)>> {
+    if let Some(a) = sys::dio_alignment(fd) {
+        return Ok(Some((a.memory, a.offset)));
+    }
+    // SAFETY: F_GETFD takes no pointer argument; it only asks whether `fd` is open.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EBADF);
+        return Err(errors::os_error(py, errno, Some(fd), None));
+    }
+    Ok(None)
 }
 
 #[pymodule]

@@ -348,30 +348,44 @@ impl Completion {
 
 /// The fd of an int or of any object with fileno(); the object is kept by the op.
 pub fn extract_fd(obj: &Bound<'_, PyAny>) -> PyResult<(RawFd, Option<Py<PyAny>>)> {
-    if let Ok(fd) = obj.extract::<i64>() {
+    if obj.is_instance_of::<pyo3::types::PyInt>() {
         if obj.is_instance_of::<pyo3::types::PyBool>() {
             return Err(PyTypeError::new_err(
                 "fd must be an int or have fileno(), not bool",
             ));
         }
-        if fd < 0 || fd > i32::MAX as i64 {
-            return Err(PyValueError::new_err(format!("fd must be >= 0, not {fd}")));
-        }
-        return Ok((fd as RawFd, None));
+        return Ok((checked_fd(obj, "fd")?, None));
     }
     match obj.getattr("fileno") {
         Ok(fileno) => {
-            let fd: i64 = fileno.call0()?.extract()?;
-            if fd < 0 {
-                return Err(PyValueError::new_err(format!("fileno() returned {fd}")));
-            }
-            Ok((fd as RawFd, Some(obj.clone().unbind())))
+            let fd = checked_fd(&fileno.call0()?, "fileno()")?;
+            Ok((fd, Some(obj.clone().unbind())))
         }
         Err(_) => Err(PyTypeError::new_err(format!(
             "expected an int fd or an object with fileno(), not '{}'",
             crate::buffers::type_name(obj)
         ))),
     }
+}
+
+/// An int fd in 0..=i32::MAX: negative is a ValueError, larger an OverflowError
+/// (as os does), never truncated to another fd's number.
+fn checked_fd(value: &Bound<'_, PyAny>, what: &str) -> PyResult<RawFd> {
+    let fd: i64 = value.extract().map_err(|e: PyErr| {
+        if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(value.py()) {
+            pyo3::exceptions::PyOverflowError::new_err(format!("{what} is greater than maximum"))
+        } else {
+            e
+        }
+    })?;
+    if fd < 0 {
+        return Err(PyValueError::new_err(format!(
+            "{what} must be >= 0, not {fd}"
+        )));
+    }
+    RawFd::try_from(fd).map_err(|_| {
+        pyo3::exceptions::PyOverflowError::new_err(format!("{what} is greater than maximum"))
+    })
 }
 
 pub fn check_offset(offset: i64) -> PyResult<i64> {

@@ -27,6 +27,7 @@ import ctypes
 import errno
 import io
 import locale
+import operator
 import os
 import stat
 import sys
@@ -680,6 +681,9 @@ class AsyncFileIO(_Base):
         advances; returns the byte count."""
         self._check_readable()
         bufs = list(buffers)
+        for b in bufs:  # as os.readv: a read-only target is a TypeError, up front
+            if memoryview(b).readonly:
+                raise TypeError(f"readv() buffers must be writable, not {type(b).__name__}")
         async with self._lock:
             await self._before_read()
             self._drop_read_buffer()
@@ -818,8 +822,8 @@ class AsyncFileIO(_Base):
         """Moves the position (whence: SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA,
         SEEK_HOLE); returns the new position."""
         self._check_closed()
-        offset = offset.__index__()
-        whence = whence.__index__()
+        offset = operator.index(offset)
+        whence = operator.index(whence)
         if whence not in (os.SEEK_SET, os.SEEK_CUR, os.SEEK_END, os.SEEK_DATA, os.SEEK_HOLE):
             raise ValueError(f"whence value {whence} unsupported")
         if not self._seekable:
@@ -861,7 +865,9 @@ class AsyncFileIO(_Base):
             if size is None:
                 size = self._logical_pos()
             else:
-                size = size.__index__()
+                size = operator.index(size)
+            if size < 0:  # what the builtin's ftruncate(2) says; io_uring's op refuses first
+                raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
             self._drop_read_buffer()
             await self._eng.ftruncate(self._fd, size)
             return size
@@ -1411,7 +1417,7 @@ class AsyncTextFile(_Base):
         self._check_closed()
         if not self._seekable:
             raise io.UnsupportedOperation("underlying stream is not seekable")
-        cookie = cookie.__index__()
+        cookie = operator.index(cookie)
         if whence == os.SEEK_CUR:
             if cookie != 0:
                 raise io.UnsupportedOperation("can't do nonzero cur-relative seeks")

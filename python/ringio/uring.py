@@ -93,12 +93,24 @@ def probe() -> dict[str, bool]:
 
 def fstat(fd: Any, *, data: Any = None) -> Op:
     """statx of an open fd (AT_EMPTY_PATH); read the result with stat_result(op)."""
-    fileno = fd if isinstance(fd, int) else fd.fileno()
+    if isinstance(fd, int):
+        fileno = fd
+    elif hasattr(fd, "fileno"):
+        fileno = fd.fileno()
+    else:  # as the other op helpers: a TypeError, not an AttributeError
+        raise TypeError(f"expected an int fd or an object with fileno(), not {type(fd).__name__!r}")
+    if isinstance(fileno, bool) or not isinstance(fileno, int):
+        raise TypeError(f"fd must be an int, not {type(fileno).__name__!r}")
+    if fileno < 0:
+        # statx(AT_EMPTY_PATH) would take -100 (AT_FDCWD) as the current directory.
+        raise ValueError(f"fd must be >= 0, not {fileno}")
     return statx("", dir_fd=fileno, flags=AT_EMPTY_PATH, data=data)
 
 
 def stat_result(op: Op) -> os.stat_result:
     """The ``os.stat_result`` of a completed statx op (same fields as os.stat)."""
+    if not isinstance(op, Op):
+        raise TypeError(f"stat_result() takes a statx op, not {type(op).__name__!r}")
     f = op.statx_result()
     if f is None:
         raise ValueError("the statx op has not completed successfully")

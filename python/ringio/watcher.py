@@ -89,8 +89,12 @@ class Watcher:
     """
 
     def __init__(self, bufsize: int = 65536, *, nbufs: int = 256, entries: int = 4096) -> None:
-        if not isinstance(bufsize, int) or isinstance(bufsize, bool):
-            raise TypeError(f"bufsize must be an int, not {type(bufsize).__name__}")
+        for name, value in (("bufsize", bufsize), ("nbufs", nbufs), ("entries", entries)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+            if value < 1:
+                # The core takes unsigned ints: a negative one would be an OverflowError.
+                raise ValueError(f"{name} must be >= 1, not {value}")
         self_ref = weakref.ref(self)
 
         def make_conn(listener: socket.socket, handle: int, direct: bool) -> Any:
@@ -221,6 +225,9 @@ class Watcher:
 
     def free(self, sock: socket.socket) -> None:
         """Close ``sock`` now. Its pending ops complete with :class:`ConnFreedError`."""
+        if not isinstance(sock, socket.socket | Conn):
+            # Silently ignoring it would leave the caller's real socket open.
+            raise TypeError(f"expected a socket.socket or a Conn, not {type(sock).__name__}")
         ref = self._conns.pop(id(sock), None)
         if ref is not None:
             self._core.free(ref.cid)

@@ -1,0 +1,1303 @@
+"""The bad-input table: every public call of ringio, fed each class of bad input.
+
+One row per case: the API, the class of bad input, the call (a Python expression run
+with the fixtures of ``tests/badinput/env.py`` in scope; ``await`` allowed) and what
+must happen: an exception type (and errno where the kernel is the one refusing), or
+``OK(what, check)``, a documented result. ``tools/badinput_table.py`` renders this
+table as docs/bad-input.md.
+
+Fixture names: ``fd`` (read-write on ``path``, 8 KiB), ``rofd``/``wofd`` (read-only /
+write-only), ``dirfd`` (a directory), ``badfd`` (a number that is not open), ``rpipe``/
+``wpipe``, ``s1``/``s2`` (a connected socketpair), ``listener`` (TCP on 127.0.0.1),
+``unconnected``, ``closed_sock``, ``udp``, ``pyfile`` (a builtin file), ``buf`` (a
+16-byte bytearray), ``ro``/``rmv`` (read-only bytes / memoryview), ``nc``
+(non-contiguous view), ``big`` (2**63-1), ``huge`` (2**64); per group ``ctx``,
+``ring``, ``actx``, ``lctx``, ``cctx``, ``w`` (a Watcher), ``f``/``fr``/``fw``/``fc``
+(read-write / read-only / write-only / closed ringio files), ``loop`` and their
+``closed_*`` twins.
+"""
+
+from __future__ import annotations
+
+import errno as E
+import re
+from dataclasses import dataclass
+from io import UnsupportedOperation
+from typing import Any
+
+from ringio import WatcherClosedError
+
+
+@dataclass(frozen=True)
+class OK:
+    """A documented result instead of an exception: `check` is an expression of `r`."""
+
+    what: str
+    check: str
+
+
+@dataclass(frozen=True)
+class Case:
+    api: str
+    case: str
+    call: str
+    expect: Any  # (exception type, errno or None) or OK
+    group: str
+    per_engine: bool
+    isolate: bool
+
+    @property
+    def id(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_.]+", "-", f"{self.api}--{self.case}").strip("-")
+
+    @property
+    def expect_name(self) -> str:
+        if isinstance(self.expect, OK):
+            return self.expect.what
+        exc, no = self.expect
+        if isinstance(exc, tuple):
+            return " or ".join(t.__name__ for t in exc)
+        return exc.__name__ + (f" ({E.errorcode[no]})" if no is not None else "")
+
+
+CASES: list[Case] = []
+_GROUP = ""
+_PER_ENGINE = False
+
+
+def group(name: str, per_engine: bool = False) -> None:
+    """Rows that follow share a fixture set (and health check); per_engine rows run
+    once on each file engine (uring, aio, thread)."""
+    global _GROUP, _PER_ENGINE
+    _GROUP, _PER_ENGINE = name, per_engine
+
+
+def row(api: str, case: str, call: str, expect: Any, *, isolate: bool = False) -> None:
+    if isinstance(expect, type):
+        expect = (expect, None)
+    elif isinstance(expect, tuple) and all(isinstance(t, type) for t in expect):
+        expect = (expect, None)  # any of these types
+    CASES.append(Case(api, case, call, expect, _GROUP, _PER_ENGINE, isolate))
+
+
+def err(no: int) -> tuple[type[OSError], int]:
+    """OSError with this errno (the kernel's refusal)."""
+    return (OSError, no)
+
+
+# Common bad-argument sets, applied to many calls.
+NOT_FD = [("fd is a str", "'3'"), ("fd is None", "None"), ("fd is a float", "3.0")]
+
+# ------------------------------------------------------------------ ringio.aio ops
+group("aio")
+for name, args in [
+    ("pread", "{fd}, bytearray(8), 0"),
+    ("pwrite", "{fd}, b'ab', 0"),
+    ("preadv", "{fd}, [bytearray(8)], 0"),
+    ("pwritev", "{fd}, [b'ab'], 0"),
+    ("fsync", "{fd}"),
+    ("fdsync", "{fd}"),
+    ("poll", "{fd}, 1"),
+    ("noop", "{fd}"),
+]:
+    api = f"ringio.aio.{name}"
+    for what, bad in NOT_FD:
+        row(api, what, f"aio.{name}({args.format(fd=bad)})", TypeError)
+    row(api, "fd is negative", f"aio.{name}({args.format(fd='-1')})", ValueError)
+    row(api, "fd beyond int32", f"aio.{name}({args.format(fd='huge')})", OverflowError)
+    if name != "noop":
+        row(
+            api,
+            "fd not open (submitted)",
+            f"ctx.submit([aio.{name}({args.format(fd='badfd')})])",
+            err(E.EBADF),
+        )
+    row(
+        api,
+        "op after the context is closed",
+        f"closed_ctx.submit([aio.{name}({args.format(fd='fd')})])",
+        ValueError,
+    )
+for name in ("pread", "pwrite"):
+    api = f"ringio.aio.{name}"
+    b = "bytearray(8)" if name == "pread" else "b'ab'"
+    row(api, "negative offset", f"aio.{name}(fd, {b}, -1)", ValueError)
+    row(api, "offset beyond int64", f"aio.{name}(fd, {b}, huge)", OverflowError)
+    row(
+        api,
+        "offset at 2**63-1 (submitted)",
+        f"ctx.submit([aio.{name}(fd, {b}, big)])",
+        err(E.EINVAL),
+    )
+    row(api, "offset is a float", f"aio.{name}(fd, {b}, 1.5)", TypeError)
+    row(api, "buffer is None", f"aio.{name}(fd, None, 0)", TypeError)
+    row(api, "buffer is a str", f"aio.{name}(fd, 'abc', 0)", TypeError)
+    row(api, "buffer is non-contiguous", f"aio.{name}(fd, nc, 0)", BufferError)
+    row(
+        api,
+        "fd is a directory (submitted)",
+        f"ctx.submit([aio.{name}(dirfd, {b}, 0)])",
+        err(E.EINVAL if name == "pread" else E.EBADF),
+    )
+    row(
+        api,
+        "unknown rw_flags (submitted)",
+        f"ctx.submit([aio.{name}(fd, {b}, 0, rw_flags=0x7fff0000)])",
+        err(E.EOPNOTSUPP),
+    )
+    row(api, "priority not an ioprio value", f"aio.{name}(fd, {b}, 0, priority=2**20)", ValueError)
+    row(api, "resfd negative", f"aio.{name}(fd, {b}, 0, resfd=-5)", ValueError)
+    row(
+        api,
+        "resfd not open (submitted)",
+        f"ctx.submit([aio.{name}(fd, {b}, 0, resfd=badfd)])",
+        err(E.EBADF),
+    )
+row("ringio.aio.pread", "read-only target (bytes)", "aio.pread(fd, ro, 0)", TypeError)
+row("ringio.aio.pread", "read-only target (memoryview)", "aio.pread(fd, rmv, 0)", TypeError)
+row(
+    "ringio.aio.pread",
+    "fd is write-only (submitted)",
+    "ctx.submit([aio.pread(wofd, bytearray(8), 0)])",
+    err(E.EBADF),
+)
+row(
+    "ringio.aio.pwrite",
+    "fd is read-only (submitted)",
+    "ctx.submit([aio.pwrite(rofd, b'x', 0)])",
+    err(E.EBADF),
+)
+row(
+    "ringio.aio.pread",
+    "fd is a socket (completes with ENOTCONN)",
+    "scenarios.aio_result(ctx, aio.pread(unconnected, bytearray(8), 0))",
+    OK("completion error ENOTCONN", "r == -errno.ENOTCONN"),
+)
+row(
+    "ringio.aio.pread",
+    "offset past end of file",
+    "scenarios.aio_result(ctx, aio.pread(fd, bytearray(8), 10**9))",
+    OK("0 bytes", "r == 0"),
+)
+row(
+    "ringio.aio.pread",
+    "buffer resized before submit",
+    "scenarios.resize_after_op(aio.pread)",
+    OK("the op uses the buffer as it is at submit", "r == 9"),
+)
+row(
+    "ringio.aio.pread",
+    "buffer dropped while in flight",
+    "scenarios.aio_drop_buffer_in_flight(ctx, fd)",
+    OK("8192 bytes read", "r == 8192"),
+    isolate=True,
+)
+row("ringio.aio.preadv", "not a list", "aio.preadv(fd, 5, 0)", TypeError)
+row(
+    "ringio.aio.preadv",
+    "a read-only buffer in the list",
+    "aio.preadv(fd, [bytearray(2), ro], 0)",
+    TypeError,
+)
+row("ringio.aio.preadv", "None in the list", "aio.preadv(fd, [None], 0)", TypeError)
+row(
+    "ringio.aio.preadv",
+    "empty list (submitted)",
+    "scenarios.aio_result(ctx, aio.preadv(fd, [], 0))",
+    OK("0 bytes", "r == 0"),
+)
+row("ringio.aio.pwritev", "a str in the list", "aio.pwritev(fd, ['ab'], 0)", TypeError)
+row("ringio.aio.pwritev", "negative offset", "aio.pwritev(fd, [b'ab'], -1)", ValueError)
+row("ringio.aio.poll", "events is a str", "aio.poll(fd, 'x')", TypeError)
+row("ringio.aio.poll", "events negative", "aio.poll(fd, -1)", OverflowError)
+row(
+    "ringio.aio.noop",
+    "submitted (the kernel refuses IOCB_CMD_NOOP)",
+    "ctx.submit([aio.noop(fd)])",
+    err(E.EINVAL),
+)
+row("ringio.aio.ioprio", "unknown class", "aio.ioprio(9)", ValueError)
+row("ringio.aio.ioprio", "level 8", "aio.ioprio(aio.IOPRIO_CLASS_BE, 8)", ValueError)
+row("ringio.aio.ioprio", "level negative", "aio.ioprio(aio.IOPRIO_CLASS_BE, -1)", ValueError)
+row("ringio.aio.ioprio", "level is a str", "aio.ioprio(aio.IOPRIO_CLASS_BE, 'x')", TypeError)
+row("ringio.aio.ioprio", "class is None", "aio.ioprio(None)", ValueError)
+# Context
+row("ringio.aio.Context", "maxevents 0", "aio.Context(0)", ValueError)
+row("ringio.aio.Context", "maxevents negative", "aio.Context(-1)", ValueError)
+row("ringio.aio.Context", "maxevents 2**40", "aio.Context(2**40)", ValueError)
+row("ringio.aio.Context", "maxevents is a str", "aio.Context('8')", TypeError)
+row("ringio.aio.Context", "maxevents is None", "aio.Context(None)", TypeError)
+row("ringio.aio.Context.submit", "not a list", "ctx.submit(5)", TypeError)
+row("ringio.aio.Context.submit", "not an op in the list", "ctx.submit([5])", TypeError)
+row("ringio.aio.Context.submit", "None", "ctx.submit(None)", TypeError)
+row(
+    "ringio.aio.Context.submit",
+    "an op already in flight",
+    "scenarios.submit_twice_in_flight(ctx, rpipe)",
+    ValueError,
+)
+row(
+    "ringio.aio.Context.submit",
+    "more ops than maxevents",
+    "scenarios.aio_overfill(ctx, fd, 64)",
+    OK("all complete or the kernel refuses with EAGAIN", "r in ('done', errno.EAGAIN)"),
+)
+row("ringio.aio.Context.get_events", "min_nr negative", "ctx.get_events(-1)", ValueError)
+row("ringio.aio.Context.get_events", "min_nr > max_nr", "ctx.get_events(3, 1)", ValueError)
+row(
+    "ringio.aio.Context.get_events",
+    "min_nr > ops in flight, no timeout (would hang)",
+    "ctx.get_events(1)",
+    ValueError,
+)
+row(
+    "ringio.aio.Context.get_events",
+    "negative timeout",
+    "ctx.get_events(0, 1, timeout=-1)",
+    ValueError,
+)
+row(
+    "ringio.aio.Context.get_events",
+    "NaN timeout",
+    "ctx.get_events(0, 1, timeout=float('nan'))",
+    ValueError,
+)
+row(
+    "ringio.aio.Context.get_events",
+    "timeout is a str",
+    "ctx.get_events(0, 1, timeout='1')",
+    TypeError,
+)
+row(
+    "ringio.aio.Context.get_events",
+    "after close",
+    "closed_ctx.get_events(0, 1, timeout=0)",
+    ValueError,
+)
+row(
+    "ringio.aio.Context.cancel",
+    "op never submitted",
+    "ctx.cancel(aio.pread(fd, bytearray(8), 0))",
+    ValueError,
+)
+row("ringio.aio.Context.cancel", "not an op", "ctx.cancel(5)", TypeError)
+row(
+    "ringio.aio.Context.cancel",
+    "after close",
+    "closed_ctx.cancel(aio.pread(fd, bytearray(8), 0))",
+    ValueError,
+)
+row("ringio.aio.Context.fileno", "after close", "closed_ctx.fileno()", ValueError)
+row("ringio.aio.Context.close", "twice", "closed_ctx.close()", OK("None", "r is None"))
+row(
+    "ringio.aio.Context.close",
+    "with a poll in flight",
+    "scenarios.close_with_poll_in_flight(ctx, rpipe)",
+    OK("returns; the poll completes cancelled", "r is True"),
+    isolate=True,
+)
+
+# ------------------------------------------------------------------ ringio.aio.AsyncContext
+group("aioasync")
+A = "ringio.aio.AsyncContext"
+row(A, "maxevents 0", "aio.AsyncContext(0)", ValueError)
+row(A, "maxevents is a str", "aio.AsyncContext('8')", TypeError)
+row(A + ".read", "negative size", "await actx.read(fd, -1)", ValueError)
+row(A + ".read", "size is a str", "await actx.read(fd, '8')", TypeError)
+row(A + ".read", "fd not open", "await actx.read(badfd, 8)", err(E.EBADF))
+row(A + ".read", "fd is a str", "await actx.read('3', 8)", TypeError)
+row(A + ".read", "fd is a directory", "await actx.read(dirfd, 8)", err(E.EINVAL))
+row(A + ".read", "fd is write-only", "await actx.read(wofd, 8)", err(E.EBADF))
+row(A + ".read", "negative offset", "await actx.read(fd, 8, -1)", ValueError)
+row(A + ".read", "offset 2**63-1", "await actx.read(fd, 8, big)", err(E.EINVAL))
+row(A + ".read", "offset past end of file", "await actx.read(fd, 8, 10**9)", OK("b''", "r == b''"))
+row(A + ".readinto", "read-only buffer", "await actx.readinto(fd, ro)", TypeError)
+row(A + ".readinto", "None buffer", "await actx.readinto(fd, None)", TypeError)
+row(
+    A + ".readinto",
+    "buffer resized while in flight",
+    "await scenarios.actx_resize_in_flight(actx, fd)",
+    OK(
+        "BufferError at the resize (or resized before submit); the read completes",
+        "r in (('BufferError', 16), ('resized', 8192))",
+    ),
+    isolate=True,
+)
+row(A + ".write", "str data", "await actx.write(fd, 'abc')", TypeError)
+row(A + ".write", "fd is read-only", "await actx.write(rofd, b'ab')", err(E.EBADF))
+row(A + ".write", "fd is a socket", "await actx.write(unconnected, b'ab')", OSError)
+row(A + ".readv", "not iterable", "await actx.readv(fd, 5)", TypeError)
+row(A + ".writev", "a str in the list", "await actx.writev(fd, ['ab'])", TypeError)
+row(A + ".fsync", "fd not open", "await actx.fsync(badfd)", err(E.EBADF))
+row(A + ".fdsync", "fd is a pipe", "await actx.fdsync(wpipe)", err(E.EINVAL))
+row(A + ".poll", "events is a str", "await actx.poll(rpipe, 'x')", TypeError)
+row(A + ".poll", "fd not open", "await actx.poll(badfd)", err(E.EBADF))
+row(
+    A,
+    "more ops than maxevents (back-pressure)",
+    "await scenarios.actx_backpressure(actx, fd, 200)",
+    OK("all 200 complete", "r == 200"),
+)
+row(A, "op after close", "await scenarios.actx_after_close(actx, fd)", ValueError)
+
+# ------------------------------------------------------------------ ringio.uring
+group("uring")
+row("ringio.uring.Ring", "entries 0", "uring.Ring(0)", ValueError)
+row("ringio.uring.Ring", "entries negative", "uring.Ring(-1)", ValueError)
+row("ringio.uring.Ring", "entries 2**40", "uring.Ring(2**40)", ValueError)
+row("ringio.uring.Ring", "entries is a str", "uring.Ring('8')", TypeError)
+row("ringio.uring.Ring", "sqpoll_idle negative", "uring.Ring(8, sqpoll_idle=-1)", OverflowError)
+row("ringio.uring.Ring.submit", "not a list", "ring.submit(5)", TypeError)
+row("ringio.uring.Ring.submit", "not an op in the list", "ring.submit(['x'])", TypeError)
+row("ringio.uring.Ring.submit", "after close", "closed_ring.submit([uring.noop(fd)])", ValueError)
+row(
+    "ringio.uring.Ring.submit",
+    "more ops than the SQ holds",
+    "scenarios.ring_overfill(ring, fd, 100)",
+    OK("all 100 complete", "r == 100"),
+)
+row(
+    "ringio.uring.Ring.get_events",
+    "min_nr > ops in flight, no timeout (would hang)",
+    "ring.get_events(1)",
+    ValueError,
+)
+row(
+    "ringio.uring.Ring.get_events",
+    "negative timeout",
+    "ring.get_events(0, 1, timeout=-1)",
+    ValueError,
+)
+row("ringio.uring.Ring.get_events", "min_nr > max_nr", "ring.get_events(2, 1)", ValueError)
+row(
+    "ringio.uring.Ring.get_events",
+    "after close",
+    "closed_ring.get_events(0, 1, timeout=0)",
+    ValueError,
+)
+row("ringio.uring.Ring.cancel", "op never submitted", "ring.cancel(uring.noop(fd))", ValueError)
+row("ringio.uring.Ring.cancel", "after close", "closed_ring.cancel(uring.noop(fd))", ValueError)
+row("ringio.uring.Ring.fileno", "after close", "closed_ring.fileno()", ValueError)
+row("ringio.uring.Ring.close", "twice", "closed_ring.close()", OK("None", "r is None"))
+row(
+    "ringio.uring.Ring.close",
+    "with a read in flight",
+    "scenarios.ring_close_in_flight(ring, rpipe)",
+    OK("returns; the buffer is not written after", "r is True"),
+    isolate=True,
+)
+row(
+    "ringio.uring.read",
+    "fd not open",
+    "scenarios.ring_result(ring, uring.read(badfd, bytearray(8)))",
+    OK("completion error EBADF", "r == -errno.EBADF"),
+)
+row(
+    "ringio.uring.read",
+    "fd is a directory",
+    "scenarios.ring_result(ring, uring.read(dirfd, bytearray(8)))",
+    OK("completion error EISDIR", "r == -errno.EISDIR"),
+)
+row("ringio.uring.read", "read-only target", "uring.read(rpipe, ro)", TypeError)
+row("ringio.uring.read", "fd is a str", "uring.read('3', bytearray(8))", TypeError)
+row(
+    "ringio.uring.read",
+    "buffer resized while in flight",
+    "scenarios.ring_resize_in_flight(ring, rpipe, wpipe)",
+    OK("BufferError at the resize; the read completes", "r == ('BufferError', b'hi')"),
+    isolate=True,
+)
+row(
+    "ringio.uring.read",
+    "buffer dropped while in flight",
+    "scenarios.ring_drop_in_flight(ring, rpipe, wpipe)",
+    OK("the read completes into the held buffer", "r == 2"),
+    isolate=True,
+)
+row(
+    "ringio.uring.write",
+    "fd is read-only",
+    "scenarios.ring_result(ring, uring.write(rofd, b'ab'))",
+    OK("completion error EBADF", "r == -errno.EBADF"),
+)
+row("ringio.uring.write", "str data", "uring.write(wpipe, 'ab')", TypeError)
+row(
+    "ringio.uring.pread",
+    "offset 2**63-1",
+    "scenarios.ring_result(ring, uring.pread(fd, bytearray(8), big))",
+    OK("completion error EINVAL", "r == -errno.EINVAL"),
+)
+row("ringio.uring.pread", "negative offset", "uring.pread(fd, bytearray(8), -1)", ValueError)
+row(
+    "ringio.uring.pwrite",
+    "fd is a pipe (no offset)",
+    "scenarios.ring_result(ring, uring.pwrite(wpipe, b'a', 0))",
+    OK("1 byte (io_uring ignores the offset of a stream)", "r == 1"),
+)
+P = "ringio.uring.openat"
+row(P, "path is None", "uring.openat(None, os.O_RDONLY)", TypeError)
+row(P, "path is an int", "uring.openat(5, os.O_RDONLY)", TypeError)
+row(P, "embedded NUL", "uring.openat('a\\0b', os.O_RDONLY)", ValueError)
+row(P, "flags is a str", "uring.openat(path, 'r')", TypeError)
+row(P, "mode negative", "uring.openat(path, os.O_RDONLY, -1)", OverflowError)
+row(P, "dir_fd negative", "uring.openat('x', os.O_RDONLY, dir_fd=-5)", ValueError)
+row(
+    P,
+    "missing file",
+    "scenarios.ring_result(ring, uring.openat(missing, os.O_RDONLY))",
+    OK("completion error ENOENT", "r == -errno.ENOENT"),
+)
+row(
+    P,
+    "dir_fd not open",
+    "scenarios.ring_result(ring, uring.openat('x', os.O_RDONLY, dir_fd=badfd))",
+    OK("completion error EBADF", "r == -errno.EBADF"),
+)
+row(
+    P,
+    "dir_fd is a file",
+    "scenarios.ring_result(ring, uring.openat('x', os.O_RDONLY, dir_fd=fd))",
+    OK("completion error ENOTDIR", "r == -errno.ENOTDIR"),
+)
+row(
+    P,
+    "path too long",
+    "scenarios.ring_result(ring, uring.openat('a' * 5000, os.O_RDONLY))",
+    OK("completion error ENAMETOOLONG", "r == -errno.ENAMETOOLONG"),
+)
+row(
+    P,
+    "O_DIRECTORY on a file",
+    "scenarios.ring_result(ring, uring.openat(path, os.O_RDONLY | os.O_DIRECTORY))",
+    OK("completion error ENOTDIR", "r == -errno.ENOTDIR"),
+)
+row(
+    "ringio.uring.close",
+    "fd not open",
+    "scenarios.ring_result(ring, uring.close(badfd))",
+    OK("completion error EBADF", "r == -errno.EBADF"),
+)
+row("ringio.uring.close", "fd is a str", "uring.close('3')", TypeError)
+row(
+    "ringio.uring.statx",
+    "empty path",
+    "scenarios.ring_result(ring, uring.statx(''))",
+    OK("completion error ENOENT", "r == -errno.ENOENT"),
+)
+row("ringio.uring.statx", "mask negative", "uring.statx(path, mask=-1)", OverflowError)
+row(
+    "ringio.uring.statx",
+    "unknown flags",
+    "scenarios.ring_result(ring, uring.statx(path, flags=0x7fffffff))",
+    OK("completion error EINVAL", "r == -errno.EINVAL"),
+)
+row("ringio.uring.statx", "path is None", "uring.statx(None)", TypeError)
+row(
+    "ringio.uring.fstat",
+    "fd not open",
+    "scenarios.ring_result(ring, uring.fstat(badfd))",
+    OK("completion error EBADF", "r == -errno.EBADF"),
+)
+row("ringio.uring.fstat", "fd is a str", "uring.fstat('3')", TypeError)
+row("ringio.uring.fstat", "fd is None", "uring.fstat(None)", TypeError)
+row("ringio.uring.fstat", "fd negative", "uring.fstat(-1)", ValueError)
+row(
+    "ringio.uring.stat_result",
+    "op not submitted",
+    "uring.stat_result(uring.statx(path))",
+    ValueError,
+)
+row(
+    "ringio.uring.stat_result", "op is not a statx", "uring.stat_result(uring.noop(fd))", ValueError
+)
+row("ringio.uring.stat_result", "None", "uring.stat_result(None)", TypeError)
+row(
+    "ringio.uring.stat_result",
+    "a failed statx",
+    "scenarios.failed_statx_result(ring, missing)",
+    ValueError,
+)
+row("ringio.uring.ftruncate", "negative length", "uring.ftruncate(fd, -1)", ValueError)
+row(
+    "ringio.uring.ftruncate",
+    "length 2**63-1",
+    "scenarios.ring_result(ring, uring.ftruncate(fd, big))",
+    OK("completion error EFBIG or EINVAL", "r in (-errno.EFBIG, -errno.EINVAL)"),
+)
+row(
+    "ringio.uring.ftruncate",
+    "fd is read-only",
+    "scenarios.ring_result(ring, uring.ftruncate(rofd, 0))",
+    OK("completion error EINVAL or EBADF", "r in (-errno.EINVAL, -errno.EBADF)"),
+)
+row(
+    "ringio.uring.ftruncate",
+    "fd is a pipe",
+    "scenarios.ring_result(ring, uring.ftruncate(wpipe, 0))",
+    OK("completion error EINVAL", "r == -errno.EINVAL"),
+)
+row("ringio.uring.fallocate", "negative offset", "uring.fallocate(fd, -1, 10)", ValueError)
+row("ringio.uring.fallocate", "zero length", "uring.fallocate(fd, 0, 0)", ValueError)
+row(
+    "ringio.uring.fallocate",
+    "unknown mode",
+    "scenarios.ring_result(ring, uring.fallocate(fd, 0, 10, 0x7fffffff))",
+    OK("completion error EOPNOTSUPP", "r == -errno.EOPNOTSUPP"),
+)
+row(
+    "ringio.uring.renameat",
+    "missing source",
+    "scenarios.ring_result(ring, uring.renameat(missing, newpath))",
+    OK("completion error ENOENT", "r == -errno.ENOENT"),
+)
+row(
+    "ringio.uring.renameat",
+    "unknown flags",
+    "scenarios.ring_result(ring, uring.renameat(path, newpath, flags=0x7fff))",
+    OK("completion error EINVAL", "r == -errno.EINVAL"),
+)
+row("ringio.uring.renameat", "dst is None", "uring.renameat(path, None)", TypeError)
+row(
+    "ringio.uring.unlinkat",
+    "missing",
+    "scenarios.ring_result(ring, uring.unlinkat(missing))",
+    OK("completion error ENOENT", "r == -errno.ENOENT"),
+)
+row(
+    "ringio.uring.unlinkat",
+    "a directory without rmdir",
+    "scenarios.ring_result(ring, uring.unlinkat(tmp))",
+    OK("completion error EISDIR", "r == -errno.EISDIR"),
+)
+row(
+    "ringio.uring.unlinkat",
+    "a file with rmdir=True",
+    "scenarios.ring_result(ring, uring.unlinkat(path, rmdir=True))",
+    OK("completion error ENOTDIR", "r == -errno.ENOTDIR"),
+)
+row(
+    "ringio.uring.mkdirat",
+    "exists",
+    "scenarios.ring_result(ring, uring.mkdirat(tmp))",
+    OK("completion error EEXIST", "r == -errno.EEXIST"),
+)
+row("ringio.uring.mkdirat", "mode negative", "uring.mkdirat(newpath, -1)", OverflowError)
+row(
+    "ringio.uring.symlinkat",
+    "target exists",
+    "scenarios.ring_result(ring, uring.symlinkat('x', path))",
+    OK("completion error EEXIST", "r == -errno.EEXIST"),
+)
+row(
+    "ringio.uring.linkat",
+    "missing source",
+    "scenarios.ring_result(ring, uring.linkat(missing, newpath))",
+    OK("completion error ENOENT", "r == -errno.ENOENT"),
+)
+row(
+    "ringio.uring.linkat",
+    "a directory",
+    "scenarios.ring_result(ring, uring.linkat(tmp, newpath))",
+    OK("completion error EPERM", "r == -errno.EPERM"),
+)
+
+# ------------------------------------------------------------------ aligned, dio_alignment
+group("aligned")
+row("ringio.aligned", "nbytes negative", "ringio.aligned(-1)", ValueError)
+row("ringio.aligned", "nbytes is a str", "ringio.aligned('4096')", TypeError)
+row("ringio.aligned", "nbytes 2**62", "ringio.aligned(2**62)", MemoryError)
+row("ringio.aligned", "alignment 3", "ringio.aligned(4096, 3)", ValueError)
+row("ringio.aligned", "alignment 0", "ringio.aligned(4096, 0)", ValueError)
+row(
+    "ringio.aligned",
+    "alignment negative",
+    "ringio.aligned(4096, -4096)",
+    (ValueError, OverflowError),
+)
+row("ringio.aligned", "nbytes 0", "len(ringio.aligned(0))", OK("an empty buffer", "r == 0"))
+row("ringio.aligned", "resized", "scenarios.resize_aligned()", BufferError)
+row("ringio.dio_alignment", "fd not open", "ringio.dio_alignment(badfd)", err(E.EBADF))
+row("ringio.dio_alignment", "fd negative", "ringio.dio_alignment(-1)", err(E.EBADF))
+row("ringio.dio_alignment", "fd is a str", "ringio.dio_alignment('3')", TypeError)
+row("ringio.dio_alignment", "fd is None", "ringio.dio_alignment(None)", TypeError)
+row(
+    "ringio.dio_alignment",
+    "fd is a socket",
+    "ringio.dio_alignment(s1.fileno())",
+    OK("None (no O_DIRECT alignment)", "r is None"),
+)
+
+# ------------------------------------------------------------------ ringio.open
+group("open", per_engine=True)
+OPEN = "ringio.open"
+row(OPEN, "file is None", "await ringio.open(None)", TypeError)
+row(OPEN, "file is a float", "await ringio.open(1.5)", TypeError)
+row(OPEN, "missing file", "await ringio.open(missing)", FileNotFoundError)
+row(OPEN, "a directory", "await ringio.open(tmp)", IsADirectoryError)
+row(OPEN, "a directory for writing", "await ringio.open(tmp, 'w')", IsADirectoryError)
+row(OPEN, "fd not open", "await ringio.open(badfd, 'rb')", err(E.EBADF))
+row(OPEN, "fd negative", "await ringio.open(-1, 'rb')", ValueError)
+row(OPEN, "fd is a directory", "await ringio.open(dirfd, 'rb', closefd=False)", IsADirectoryError)
+row(OPEN, "embedded NUL", "await ringio.open('a\\0b')", ValueError)
+row(OPEN, "path too long", "await ringio.open('a' * 5000)", err(E.ENAMETOOLONG))
+row(OPEN, "mode unknown letter", "await ringio.open(path, 'rz')", ValueError)
+row(OPEN, "mode is None", "await ringio.open(path, None)", TypeError)
+row(OPEN, "mode rw", "await ringio.open(path, 'rw')", ValueError)
+row(OPEN, "mode bt", "await ringio.open(path, 'bt')", ValueError)
+row(OPEN, "mode x on an existing file", "await ringio.open(path, 'x')", FileExistsError)
+row(OPEN, "buffering is a str", "await ringio.open(path, 'rb', '0')", TypeError)
+row(OPEN, "unbuffered text", "await ringio.open(path, 'r', 0)", ValueError)
+row(OPEN, "encoding in binary mode", "await ringio.open(path, 'rb', encoding='utf-8')", ValueError)
+row(OPEN, "unknown encoding", "await ringio.open(path, encoding='nope')", LookupError)
+row(OPEN, "encoding is an int", "await ringio.open(path, encoding=5)", TypeError)
+row(
+    OPEN,
+    "unknown errors handler",
+    "await ringio.open(path, encoding='utf-8', errors='nope')",
+    LookupError,
+)
+row(OPEN, "illegal newline", "await ringio.open(path, encoding='utf-8', newline='x')", ValueError)
+row(OPEN, "closefd=False with a name", "await ringio.open(path, 'rb', closefd=False)", ValueError)
+row(OPEN, "direct=True in text mode", "await ringio.open(path, 'r', direct=True)", ValueError)
+row(
+    OPEN,
+    "opener returns a str",
+    "await ringio.open(path, 'rb', opener=lambda p, fl: 'x')",
+    TypeError,
+)
+row(OPEN, "opener returns -1", "await ringio.open(path, 'rb', opener=lambda p, fl: -1)", ValueError)
+row(
+    OPEN,
+    "opener raises",
+    "await ringio.open(path, 'rb', opener=lambda p, fl: os.open(missing, fl))",
+    FileNotFoundError,
+)
+row(
+    OPEN,
+    "fd is a socket (reads work as a stream)",
+    "await scenarios.open_socket_fd(s1, s2)",
+    OK("b'hi'", "r == b'hi'"),
+)
+row(
+    OPEN,
+    "not awaited, never entered",
+    "type(ringio.open(missing)).__name__",
+    OK("an _Opening, no fd opened", "r == '_Opening'"),
+)
+
+# ------------------------------------------------------------------ file objects
+FILE_GROUPS = [
+    ("filebin", "ringio.AsyncBufferedFile"),
+    ("fileraw", "ringio.AsyncFileIO"),
+    ("filetext", "ringio.AsyncTextFile"),
+]
+for grp, cls in FILE_GROUPS:
+    group(grp, per_engine=True)
+    text = grp == "filetext"
+    data = "'ab'" if text else "b'ab'"
+    wrong = "b'ab'" if text else "'ab'"
+    row(cls + ".read", "size is a str", "await f.read('1')", TypeError)
+    row(cls + ".read", "size is a float", "await f.read(1.5)", TypeError)
+    row(cls + ".read", "on a write-only file", "await fw.read()", UnsupportedOperation)
+    row(cls + ".read", "after close", "await fc.read()", ValueError)
+    row(
+        cls + ".read",
+        "size 2**62 at end of file",
+        "(await f.seek(0, 2), await f.read(2**62))[1]",
+        OK("'' (the builtin: MemoryError)", "r == ''") if text else MemoryError,
+    )
+    row(cls + ".readline", "size is a str", "await f.readline('1')", TypeError)
+    row(cls + ".readline", "after close", "await fc.readline()", ValueError)
+    row(cls + ".readlines", "hint is a str", "await f.readlines('1')", TypeError)
+    row(cls + ".write", "wrong data type", f"await f.write({wrong})", TypeError)
+    row(cls + ".write", "None", "await f.write(None)", TypeError)
+    row(cls + ".write", "on a read-only file", f"await fr.write({data})", UnsupportedOperation)
+    row(cls + ".write", "after close", f"await fc.write({data})", ValueError)
+    row(cls + ".writelines", "an int in the list", "await f.writelines([5])", TypeError)
+    row(cls + ".seek", "offset is a str", "await f.seek('1')", TypeError)
+    row(cls + ".seek", "offset is a float", "await f.seek(1.5)", TypeError)
+    row(cls + ".seek", "whence 7", "await f.seek(0, 7)", ValueError)
+    row(cls + ".seek", "after close", "await fc.seek(0)", ValueError)
+    row(cls + ".tell", "after close", "await fc.tell()", ValueError)
+    row(cls + ".truncate", "size is a str", "await f.truncate('1')", TypeError)
+    row(cls + ".truncate", "on a read-only file", "await fr.truncate(0)", UnsupportedOperation)
+    row(cls + ".truncate", "after close", "await fc.truncate(0)", ValueError)
+    row(cls + ".fsync", "after close", "await fc.fsync()", ValueError)
+    row(cls + ".flush", "after close", "await fc.flush()", ValueError)
+    row(cls + ".fileno", "after close", "fc.fileno()", ValueError)
+    row(cls + ".close", "twice", "await fc.close()", OK("None", "r is None"))
+    row(
+        cls + ".close",
+        "fd closed behind its back",
+        "await scenarios.close_fd_under(f)",
+        err(E.EBADF),
+    )
+    row(
+        cls + ".read",
+        "fd closed behind its back",
+        "await scenarios.read_fd_closed_under(f)",
+        err(E.EBADF),
+    )
+    if text:
+        row(cls + ".seek", "negative cookie", "await f.seek(-1)", ValueError)
+        row(cls + ".seek", "nonzero relative seek", "await f.seek(1, 1)", UnsupportedOperation)
+        row(
+            cls + ".read",
+            "undecodable bytes, strict",
+            "await scenarios.text_undecodable(path)",
+            UnicodeDecodeError,
+        )
+        row(
+            cls + ".write",
+            "unencodable text, strict",
+            "await f.write('\\u20ac')",
+            UnicodeEncodeError,
+        )
+        continue
+    row(cls + ".seek", "negative position", "await f.seek(-1)", (OSError, E.EINVAL))
+    row(cls + ".seek", "negative result of SEEK_CUR", "await f.seek(-10, 1)", (OSError, E.EINVAL))
+    row(cls + ".truncate", "negative size", "await f.truncate(-1)", (OSError, E.EINVAL))
+    row(cls + ".truncate", "size 2**63-1", "await f.truncate(big)", (OSError, E.EFBIG))
+    row(cls + ".readinto", "read-only buffer", "await f.readinto(ro)", TypeError)
+    row(cls + ".readinto", "read-only memoryview", "await f.readinto(rmv)", TypeError)
+    row(cls + ".readinto", "None", "await f.readinto(None)", TypeError)
+    row(cls + ".readinto", "after close", "await fc.readinto(bytearray(4))", ValueError)
+    row(
+        cls + ".readinto",
+        "buffer resized while in flight",
+        "await scenarios.file_resize_in_flight(f)",
+        OK(
+            "the read completes with the old size or the resize fails", "r in ('ok', 'BufferError')"
+        ),
+        isolate=True,
+    )
+    row(cls + ".pread", "negative offset", "await f.pread(4, -1)", ValueError)
+    row(cls + ".pread", "negative size", "await f.pread(-1, 0)", ValueError)
+    row(cls + ".pread", "offset 2**63-1", "await f.pread(4, big)", err(E.EINVAL))
+    row(cls + ".pread", "offset beyond int64", "await f.pread(4, huge)", OverflowError)
+    row(cls + ".pread", "size is a str", "await f.pread('4', 0)", TypeError)
+    row(cls + ".pread", "on a write-only file", "await fw.pread(4, 0)", UnsupportedOperation)
+    row(cls + ".pwrite", "negative offset", "await f.pwrite(b'ab', -1)", ValueError)
+    row(cls + ".pwrite", "str data", "await f.pwrite('ab', 0)", TypeError)
+    row(cls + ".pwrite", "offset 2**63-1", "await f.pwrite(b'ab', big)", err(E.EINVAL))
+    row(cls + ".pwrite", "on a read-only file", "await fr.pwrite(b'ab', 0)", UnsupportedOperation)
+    row(cls + ".readv", "a read-only buffer", "await f.readv([bytearray(2), ro])", TypeError)
+    row(cls + ".readv", "not iterable", "await f.readv(5)", TypeError)
+    row(cls + ".writev", "a str in the list", "await f.writev(['ab'])", TypeError)
+    row(cls + ".writev", "after close", "await fc.writev([b'ab'])", ValueError)
+    row(
+        cls + ".write",
+        "many concurrent writes (serialised)",
+        "await scenarios.many_writes(f, 200)",
+        OK("all 200 land, in one piece each", "r == 200 * 4"),
+    )
+
+group("filedirect", per_engine=True)
+D = "ringio.open(direct=True)"
+row(
+    D + ".pread",
+    "misaligned offset and size (bounced)",
+    "await f.pread(5, 3)",
+    OK("the right bytes", "r == PAYLOAD[3:8]"),
+)
+row(
+    D + ".pwrite",
+    "misaligned (bounced)",
+    "await scenarios.direct_pwrite_misaligned(f)",
+    OK("read back the same", "r is True"),
+)
+row(
+    D + ".readinto",
+    "misaligned buffer (bounced)",
+    "await scenarios.direct_readinto_misaligned(f)",
+    OK("the right bytes", "r == PAYLOAD[:100]"),
+)
+row(
+    "ringio.aio.pread",
+    "O_DIRECT, misaligned buffer",
+    "scenarios.aio_direct_misaligned(path)",
+    err(E.EINVAL),
+)
+row(
+    "ringio.uring.pread",
+    "O_DIRECT, misaligned offset",
+    "scenarios.uring_direct_misaligned(path)",
+    OK("completion error EINVAL", "r == -errno.EINVAL"),
+)
+
+# ------------------------------------------------------------------ ringio.os, ringio.os.path
+group("os", per_engine=True)
+OS = "ringio.os"
+ros = "ringio.os"
+for fn, args in [
+    ("stat", "{p}"),
+    ("remove", "{p}"),
+    ("unlink", "{p}"),
+    ("rmdir", "{p}"),
+    ("mkdir", "{p}"),
+    ("listdir", "{p}"),
+    ("scandir", "{p}"),
+    ("readlink", "{p}"),
+    ("makedirs", "{p}"),
+    ("removedirs", "{p}"),
+    ("access", "{p}, os.R_OK"),
+    ("statvfs", "{p}"),
+]:
+    row(
+        f"{OS}.{fn}",
+        "path is None" if fn not in ("listdir", "scandir") else "path is a float",
+        f"await {ros}.{fn}({args.format(p='None' if fn not in ('listdir', 'scandir') else '1.5')})",
+        TypeError,
+    )
+    row(
+        f"{OS}.{fn}",
+        "embedded NUL",
+        f"await {ros}.{fn}({args.format(p=repr('a' + chr(0) + 'b'))})",
+        ValueError,
+    )
+for fn in ("stat", "remove", "unlink", "rmdir", "listdir", "readlink", "removedirs", "statvfs"):
+    row(f"{OS}.{fn}", "missing", f"await {ros}.{fn}(missing)", FileNotFoundError)
+row(OS + ".stat", "fd not open", f"await {ros}.stat(badfd)", err(E.EBADF))
+row(OS + ".stat", "fd negative (as os.stat: EFAULT)", f"await {ros}.stat(-1)", err(E.EFAULT))
+row(OS + ".stat", "dir_fd is a str", f"await {ros}.stat('x', dir_fd='3')", TypeError)
+row(OS + ".stat", "dir_fd not open", f"await {ros}.stat('x', dir_fd=badfd)", err(E.EBADF))
+row(OS + ".stat", "dir_fd is a file", f"await {ros}.stat('x', dir_fd=fd)", NotADirectoryError)
+row(OS + ".stat", "path too long", f"await {ros}.stat('a' * 5000)", err(E.ENAMETOOLONG))
+row(
+    OS + ".stat",
+    "loop is not the running loop",
+    f"await {ros}.stat(path, loop=asyncio.new_event_loop())",
+    ValueError,
+)
+row(OS + ".remove", "a directory", f"await {ros}.remove(tmp)", IsADirectoryError)
+row(OS + ".rmdir", "a file", f"await {ros}.rmdir(path)", NotADirectoryError)
+row(OS + ".rmdir", "not empty", f"await {ros}.rmdir(tmp)", err(E.ENOTEMPTY))
+row(OS + ".mkdir", "exists", f"await {ros}.mkdir(tmp)", FileExistsError)
+row(OS + ".mkdir", "mode is a str", f"await {ros}.mkdir(newpath, '755')", TypeError)
+row(OS + ".mkdir", "parent missing", f"await {ros}.mkdir(missing + '/x')", FileNotFoundError)
+row(OS + ".mkdir", "parent is a file", f"await {ros}.mkdir(path + '/x')", NotADirectoryError)
+row(OS + ".makedirs", "exists", f"await {ros}.makedirs(tmp)", FileExistsError)
+row(OS + ".makedirs", "through a file", f"await {ros}.makedirs(path + '/a/b')", NotADirectoryError)
+row(OS + ".rename", "missing source", f"await {ros}.rename(missing, newpath)", FileNotFoundError)
+row(OS + ".rename", "dst is None", f"await {ros}.rename(path, None)", TypeError)
+row(OS + ".rename", "dir over a file", f"await {ros}.rename(tmp, path)", OSError)
+row(OS + ".replace", "src is an int", f"await {ros}.replace(3, newpath)", TypeError)
+row(
+    OS + ".renames",
+    "missing source",
+    f"await {ros}.renames(missing, newpath + '/a')",
+    FileNotFoundError,
+)
+row(OS + ".link", "missing source", f"await {ros}.link(missing, newpath)", FileNotFoundError)
+row(OS + ".link", "dst exists", f"await {ros}.link(path, path)", FileExistsError)
+row(OS + ".link", "a directory", f"await {ros}.link(tmp, newpath)", PermissionError)
+row(OS + ".symlink", "dst exists", f"await {ros}.symlink('x', path)", FileExistsError)
+row(OS + ".symlink", "src is None", f"await {ros}.symlink(None, newpath)", TypeError)
+row(OS + ".readlink", "not a link", f"await {ros}.readlink(path)", err(E.EINVAL))
+row(OS + ".listdir", "a file", f"await {ros}.listdir(path)", NotADirectoryError)
+row(OS + ".scandir", "missing", f"await {ros}.scandir(missing)", FileNotFoundError)
+row(OS + ".access", "mode is a str", f"await {ros}.access(path, 'r')", TypeError)
+row(OS + ".access", "missing", f"await {ros}.access(missing, os.R_OK)", OK("False", "r is False"))
+row(OS + ".sendfile", "out fd not open", f"await {ros}.sendfile(badfd, fd, 0, 10)", err(E.EBADF))
+row(
+    OS + ".sendfile",
+    "in fd is a directory",
+    f"await {ros}.sendfile(s1.fileno(), dirfd, 0, 10)",
+    OSError,
+)
+row(
+    OS + ".sendfile",
+    "negative count",
+    f"await {ros}.sendfile(s1.fileno(), fd, 0, -1)",
+    (OSError, OverflowError, ValueError),
+)
+row(OS + ".wrap", "a non-callable", f"await {ros}.wrap(5)()", TypeError)
+PT = "ringio.os.path"
+for fn in ("exists", "isfile", "isdir", "islink", "ismount"):
+    row(f"{PT}.{fn}", "missing", f"await {ros}.path.{fn}(missing)", OK("False", "r is False"))
+    row(f"{PT}.{fn}", "embedded NUL", f"await {ros}.path.{fn}('a\\0b')", OK("False", "r is False"))
+    row(f"{PT}.{fn}", "path is None", f"await {ros}.path.{fn}(None)", TypeError)
+row(PT + ".exists", "fd not open", f"await {ros}.path.exists(badfd)", OK("False", "r is False"))
+for fn in ("getsize", "getmtime", "getatime", "getctime"):
+    row(f"{PT}.{fn}", "missing", f"await {ros}.path.{fn}(missing)", FileNotFoundError)
+    row(f"{PT}.{fn}", "path is None", f"await {ros}.path.{fn}(None)", TypeError)
+row(PT + ".samefile", "missing", f"await {ros}.path.samefile(path, missing)", FileNotFoundError)
+row(PT + ".sameopenfile", "fd not open", f"await {ros}.path.sameopenfile(fd, badfd)", err(E.EBADF))
+row(PT + ".sameopenfile", "fd is a str", f"await {ros}.path.sameopenfile(fd, 'x')", TypeError)
+row(PT + ".abspath", "path is None", f"await {ros}.path.abspath(None)", TypeError)
+
+# ------------------------------------------------------------------ compat.linux_aio
+group("linux_aio")
+LA = "ringio.compat.linux_aio"
+row(LA + ".AIOContext", "max_jobs 0", "linux_aio.AIOContext(0)", err(E.EINVAL))
+row(LA + ".AIOContext", "max_jobs negative", "linux_aio.AIOContext(-1)", err(E.EINVAL))
+row(LA + ".AIOContext", "max_jobs is a str", "linux_aio.AIOContext('8')", TypeError)
+row(
+    LA + ".ReadBlock",
+    "memoryview buffer (unsupported, as linux_aio)",
+    "linux_aio.ReadBlock(fd, memoryview(bytearray(8)))",
+    NotImplementedError,
+)
+row(
+    LA + ".ReadBlock",
+    "bytes buffer (read-only target)",
+    "lctx.submit(linux_aio.ReadBlock(fd, b'abcd'))",
+    TypeError,
+)
+row(
+    LA + ".ReadBlock",
+    "file without fileno()",
+    "linux_aio.ReadBlock(object(), bytearray(8))",
+    TypeError,
+)
+row(
+    LA + ".ReadBlock",
+    "fd not open",
+    "lctx.submit(linux_aio.ReadBlock(badfd, bytearray(8)))",
+    err(E.EBADF),
+)
+row(
+    LA + ".ReadBlock",
+    "length beyond the buffer",
+    "lctx.submit(linux_aio.ReadBlock(fd, bytearray(8), length=64))",
+    ValueError,
+)
+row(
+    LA + ".ReadBlock",
+    "negative offset",
+    "lctx.submit(linux_aio.ReadBlock(fd, bytearray(8), offset=-1))",
+    (ValueError, OSError),
+)
+row(
+    LA + ".WriteBlock",
+    "fd is read-only",
+    "lctx.submit(linux_aio.WriteBlock(rofd, b'ab'))",
+    err(E.EBADF),
+)
+row(LA + ".WriteBlock", "content is None", "linux_aio.WriteBlock(fd, None)", TypeError)
+row(
+    LA + ".ReadVBlock",
+    "a bytes buffer in the list",
+    "lctx.submit(linux_aio.ReadVBlock(fd, [bytearray(2), b'ab']))",
+    TypeError,
+)
+row(
+    LA + ".PollBlock",
+    "event_masks is a str",
+    "lctx.submit(linux_aio.PollBlock(fd, 'x'))",
+    TypeError,
+)
+row(LA + ".FsyncBlock", "fd is a pipe", "lctx.submit(linux_aio.FsyncBlock(wpipe))", err(E.EINVAL))
+row(LA + ".AIOContext.submit", "not a block", "lctx.submit(5)", TypeError)
+row(LA + ".AIOContext.submit", "after close", "scenarios.linux_aio_after_close(fd)", err(E.EINVAL))
+row(LA + ".AIOContext.get_events", "min_jobs > max_jobs", "lctx.get_events(3, 1)", err(E.EINVAL))
+row(LA + ".AIOContext.get_events", "max_jobs negative", "lctx.get_events(0, -1)", ValueError)
+row(
+    LA + ".AIOContext.get_events",
+    "min_jobs > in flight, no timeout (would hang)",
+    "lctx.get_events(1, 1)",
+    ValueError,
+)
+row(
+    LA + ".AIOContext.cancel",
+    "block not in flight",
+    "lctx.cancel(linux_aio.FsyncBlock(fd))",
+    err(E.EINVAL),
+)
+row(LA + ".AIOContext.cancel", "not a block", "lctx.cancel(5)", TypeError)
+
+# ------------------------------------------------------------------ compat.caio
+group("caio", per_engine=True)
+C = "ringio.compat.caio.AsyncioContext"
+row(C, "max_requests negative", "caio.AsyncioContext(-1)", ValueError)
+row(C, "max_requests is a str", "caio.AsyncioContext('8')", TypeError)
+row(C + ".read", "nbytes negative", "await cctx.read(-1, fd, 0)", ValueError)
+row(C + ".read", "nbytes is a str", "await cctx.read('8', fd, 0)", TypeError)
+row(C + ".read", "fd not open", "await cctx.read(8, badfd, 0)", err(E.EBADF))
+row(C + ".read", "fd is a directory", "await cctx.read(8, dirfd, 0)", IsADirectoryError)
+row(C + ".read", "negative offset", "await cctx.read(8, fd, -1)", err(E.EINVAL))
+row(C + ".read", "offset past end of file", "await cctx.read(8, fd, 10**9)", OK("b''", "r == b''"))
+row(C + ".read", "fd is write-only", "await cctx.read(8, wofd, 0)", err(E.EBADF))
+row(C + ".write", "str payload", "await cctx.write('ab', fd, 0)", TypeError)
+row(C + ".write", "fd is read-only", "await cctx.write(b'ab', rofd, 0)", err(E.EBADF))
+row(C + ".write", "offset 2**63-1", "await cctx.write(b'ab', fd, big)", err(E.EINVAL))
+row(C + ".write", "fd is a float", "await cctx.write(b'ab', 3.0, 0)", TypeError)
+row(C + ".fsync", "fd not open", "await cctx.fsync(badfd)", err(E.EBADF))
+row(C + ".fdsync", "fd is a pipe", "await cctx.fdsync(wpipe)", err(E.EINVAL))
+row(C + ".read", "after close", "await scenarios.caio_after_close(cctx, fd)", RuntimeError)
+row(
+    C,
+    "more requests than max_requests (back-pressure)",
+    "await scenarios.caio_backpressure(cctx, fd, 100)",
+    OK("all 100 complete", "r == 100"),
+)
+
+# ------------------------------------------------------------------ Watcher
+group("watcher")
+W = "ringio.Watcher"
+row(W, "bufsize is a str", "ringio.Watcher('x')", TypeError)
+row(W, "bufsize 0", "ringio.Watcher(0)", ValueError)
+row(W, "bufsize negative", "ringio.Watcher(-1)", ValueError)
+row(W, "bufsize 2**40", "ringio.Watcher(2**40)", ValueError)
+row(W, "nbufs not a power of two", "ringio.Watcher(4096, nbufs=3)", ValueError)
+row(W, "nbufs negative", "ringio.Watcher(4096, nbufs=-1)", ValueError)
+row(W, "entries 0", "ringio.Watcher(4096, entries=0)", ValueError)
+for op, args in [
+    ("read", ""),
+    ("read_timeout", ", None, time.monotonic() + 1"),
+    ("read_full", ", bytearray(4)"),
+    ("write", ", b'x'"),
+    ("write_timeout", ", b'x', time.monotonic() + 1"),
+    ("read_from", ""),
+    ("write_to", ", b'x', ('127.0.0.1', 9)"),
+    ("accept", ""),
+    ("connect", ", ('127.0.0.1', 9)"),
+]:
+    row(f"{W}.{op}", "not a socket (int)", f"w.{op}(1, 5{args})", TypeError)
+    row(f"{W}.{op}", "a file, not a socket", f"w.{op}(1, pyfile{args})", TypeError)
+    row(f"{W}.{op}", "closed socket", f"w.{op}(1, closed_sock{args})", err(E.EBADF))
+    row(f"{W}.{op}", "after close", f"closed_w.{op}(1, s1{args})", WatcherClosedError)
+row(W + ".read", "read-only buffer", "w.read(1, s1, ro)", TypeError)
+row(W + ".read", "empty buffer", "w.read(1, s1, bytearray(0))", ValueError)
+row(W + ".read", "non-contiguous buffer", "w.read(1, s1, nc)", BufferError)
+row(W + ".read_full", "empty buffer", "w.read_full(1, s1, bytearray(0))", ValueError)
+row(W + ".read_timeout", "deadline is a str", "w.read_timeout(1, s1, None, 'x')", TypeError)
+row(
+    W + ".read_timeout",
+    "deadline in the past",
+    "scenarios.watcher_one(w, lambda: w.read_timeout(1, s1, None, 0.0))",
+    OK("TimeoutError in the result", "isinstance(r.error, TimeoutError)"),
+)
+row(W + ".write", "str data", "w.write(1, s1, 'x')", TypeError)
+row(W + ".write", "None data", "w.write(1, s1, None)", TypeError)
+row(
+    W + ".write",
+    "peer closed (EPIPE)",
+    "scenarios.watcher_write_peer_closed(w, s1, s2)",
+    OK(
+        "BrokenPipeError or ConnectionResetError in the result",
+        "isinstance(r.error, (BrokenPipeError, ConnectionResetError))",
+    ),
+)
+row(W + ".write_to", "address is a str", "w.write_to(1, udp, b'x', 'nope')", TypeError)
+row(W + ".write_to", "bad IPv4 address", "w.write_to(1, udp, b'x', ('300.1.1.1', 9))", ValueError)
+row(
+    W + ".write_to",
+    "port out of range",
+    "w.write_to(1, udp, b'x', ('127.0.0.1', 70000))",
+    ValueError,
+)
+row(
+    W + ".connect",
+    "port out of range",
+    "w.connect(1, unconnected, ('127.0.0.1', 99999))",
+    ValueError,
+)
+row(
+    W + ".connect",
+    "refused",
+    "scenarios.watcher_one(w, lambda: w.connect(1, unconnected, scenarios.closed_port()))",
+    OK("ConnectionRefusedError in the result", "isinstance(r.error, ConnectionRefusedError)"),
+)
+row(
+    W + ".accept",
+    "not listening",
+    "scenarios.watcher_one(w, lambda: w.accept(1, unconnected))",
+    OK("EINVAL in the result", "isinstance(r.error, OSError) and r.error.errno == errno.EINVAL"),
+)
+row(
+    W + ".read",
+    "buffer resized while in flight",
+    "scenarios.watcher_resize_in_flight(w, s1, s2)",
+    OK("BufferError at the resize; the read completes", "r == ('BufferError', b'hi')"),
+    isolate=True,
+)
+row(
+    W + ".read",
+    "memoryview released while in flight",
+    "scenarios.watcher_release_in_flight(w, s1, s2)",
+    OK("BufferError at the release; the read completes", "r == ('BufferError', b'hi')"),
+    isolate=True,
+)
+row(
+    W + ".read",
+    "buffer dropped while in flight",
+    "scenarios.watcher_drop_in_flight(w, s1, s2)",
+    OK("the read completes", "r == 2"),
+    isolate=True,
+)
+row(
+    W + ".read",
+    "RingBuffer used after the next wait_io",
+    "scenarios.watcher_stale_ringbuffer(w, s1, s2)",
+    BufferError,
+)
+row(
+    W + ".read",
+    "socket closed by the user while in flight",
+    "scenarios.watcher_close_sock_in_flight(w, s1, s2)",
+    OK("the read still completes (the Watcher holds its own reference)", "r == b'hi'"),
+    isolate=True,
+)
+row(W + ".free", "not a socket", "w.free(5)", TypeError)
+row(W + ".free", "twice", "scenarios.watcher_free_twice(w, s1)", OK("None", "r is None"))
+row(
+    W + ".free",
+    "with a read pending",
+    "scenarios.watcher_free_pending(w, s1)",
+    OK("ConnFreedError in the result", "isinstance(r.error, ringio.ConnFreedError)"),
+)
+row(W + ".wait_io", "negative timeout", "w.wait_io(-1)", ValueError)
+row(W + ".wait_io", "timeout is a str", "w.wait_io('x')", TypeError)
+row(W + ".wait_io", "after close", "closed_w.wait_io(0)", WatcherClosedError)
+row(W + ".wait_io", "from another thread", "scenarios.watcher_other_thread(w, s1)", RuntimeError)
+row(W + ".close", "twice", "closed_w.close()", OK("None", "r is None"))
+row(
+    W + ".close",
+    "with ops pending",
+    "scenarios.watcher_close_pending(w, s1)",
+    OK("WatcherClosedError in the last results", "r is True"),
+    isolate=True,
+)
+row(
+    W,
+    "many ops on one socket (queued, back-pressure)",
+    "scenarios.watcher_many_ops(w, s1, s2, 500)",
+    OK("all 500 writes and reads complete in order", "r is True"),
+)
+
+# ------------------------------------------------------------------ EventLoop
+group("loop")
+EL = "ringio.EventLoop"
+row(EL + ".sock_recv", "nbytes negative", "await loop.sock_recv(s1, -1)", ValueError)
+row(EL + ".sock_recv", "nbytes is a str", "await loop.sock_recv(s1, 'x')", TypeError)
+row(EL + ".sock_recv", "closed socket", "await loop.sock_recv(closed_sock, 8)", OSError)
+row(EL + ".sock_recv", "not a socket", "await loop.sock_recv(5, 8)", (TypeError, AttributeError))
+row(
+    EL + ".sock_recv",
+    "a file, not a socket",
+    "await loop.sock_recv(pyfile, 8)",
+    (TypeError, AttributeError),
+)
+row(
+    EL + ".sock_recv",
+    "unconnected socket",
+    "await scenarios.nonblocking(loop.sock_recv, unconnected, 8)",
+    err(E.ENOTCONN),
+)
+row(
+    EL + ".sock_recv",
+    "socket closed while waiting",
+    "await scenarios.loop_close_while_recv(loop, s1)",
+    OSError,
+    isolate=True,
+)
+row(EL + ".sock_recv_into", "read-only buffer", "await loop.sock_recv_into(s1, ro)", TypeError)
+row(EL + ".sock_recv_into", "None", "await loop.sock_recv_into(s1, None)", TypeError)
+row(
+    EL + ".sock_recv_into",
+    "buffer resized while waiting",
+    "await scenarios.loop_resize_while_recv(loop, s1, s2)",
+    OK("the resize works (private buffer); the data arrives", "r == b'hi'"),
+    isolate=True,
+)
+row(EL + ".sock_sendall", "str data", "await loop.sock_sendall(s1, 'x')", TypeError)
+row(EL + ".sock_sendall", "None", "await loop.sock_sendall(s1, None)", TypeError)
+row(
+    EL + ".sock_sendall",
+    "peer closed",
+    "await scenarios.loop_send_peer_closed(loop, s1, s2)",
+    (BrokenPipeError, ConnectionResetError),
+)
+row(EL + ".sock_sendall", "closed socket", "await loop.sock_sendall(closed_sock, b'x')", OSError)
+row(
+    EL + ".sock_connect",
+    "refused",
+    "await scenarios.nonblocking(loop.sock_connect, unconnected, scenarios.closed_port())",
+    ConnectionRefusedError,
+)
+row(
+    EL + ".sock_connect",
+    "port out of range",
+    "await scenarios.nonblocking(loop.sock_connect, unconnected, ('127.0.0.1', 99999))",
+    OverflowError,
+)
+row(
+    EL + ".sock_accept",
+    "not listening",
+    "await scenarios.nonblocking(loop.sock_accept, unconnected)",
+    err(E.EINVAL),
+)
+row(
+    EL + ".create_connection",
+    "refused",
+    "await loop.create_connection(asyncio.Protocol, *scenarios.closed_port())",
+    ConnectionRefusedError,
+)
+row(
+    EL + ".create_connection",
+    "port is a str that is not a number",
+    "await loop.create_connection(asyncio.Protocol, '127.0.0.1', 'x')",
+    OSError,
+)
+row(
+    EL + ".create_connection",
+    "neither host nor sock",
+    "await loop.create_connection(asyncio.Protocol)",
+    ValueError,
+)
+row(
+    EL + ".create_server",
+    "port out of range",
+    "await loop.create_server(asyncio.Protocol, '127.0.0.1', 70000)",
+    OverflowError,
+)
+row(
+    EL + ".create_server",
+    "port in use",
+    "await loop.create_server(asyncio.Protocol, *listener.getsockname())",
+    err(E.EADDRINUSE),
+)
+row(EL + ".add_reader", "fd negative", "loop.add_reader(-1, print)", ValueError)
+row(EL + ".add_reader", "not an fd", "loop.add_reader('x', print)", ValueError)
+row(
+    EL + ".add_reader",
+    "fd not open",
+    "scenarios.loop_add_reader_badfd(loop, badfd)",
+    OK("registered; no callback, the loop keeps running", "r == 0"),
+)
+row(
+    EL + ".add_writer",
+    "callback not callable (asyncio checks only in debug mode)",
+    "(loop.add_writer(s1, 5), loop.remove_writer(s1))[1]",
+    OK("True, as asyncio", "r is True"),
+)
+row(EL + ".remove_reader", "never added", "loop.remove_reader(s1)", OK("False", "r is False"))
+row(
+    EL + ".run_until_complete",
+    "while running",
+    "loop.run_until_complete(asyncio.sleep(0))",
+    RuntimeError,
+)
+
+# ------------------------------------------------------------------ fd objects
+group("aio")
+row(
+    "ringio.aio.pread",
+    "fileno() returns a number beyond int32",
+    "aio.pread(scenarios.FakeFile(2**32 + 3), bytearray(8), 0)",
+    OverflowError,
+)
+row(
+    "ringio.aio.pread",
+    "fileno() returns -1",
+    "aio.pread(scenarios.FakeFile(-1), bytearray(8), 0)",
+    ValueError,
+)
+row(
+    "ringio.aio.pread",
+    "fileno() returns a str",
+    "aio.pread(scenarios.FakeFile('3'), bytearray(8), 0)",
+    TypeError,
+)
+row("ringio.aio.pread", "fd is a bool", "aio.pread(True, bytearray(8), 0)", TypeError)
