@@ -7,6 +7,7 @@ pub mod aio;
 pub mod buffers;
 pub mod engine;
 pub mod errors;
+pub mod fastpath;
 pub mod fsops;
 pub mod net;
 pub mod op;
@@ -46,6 +47,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<uring::py::Ring>()?;
     m.add_function(wrap_pyfunction!(uring::py::probe, m)?)?;
     m.add_class::<buffers::AlignedBuffer>()?;
+    m.add_function(wrap_pyfunction!(fastpath::pread_nowait, m)?)?;
     m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
     m.add(
         "PartialSubmitError",

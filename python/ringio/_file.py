@@ -218,13 +218,13 @@ class AsyncFileIO(_Base):
         """One read of up to `n` bytes at the position, which advances."""
         if self._direct:
             return await self._direct_read(n)
-        buf = bytearray(n)  # fresh each time: a cancelled read may still fill the old one
         if self._seekable:
             pos = await self._raw_pos()
-            got = await self._eng.pread(self._fd, buf, pos, self._hint)
-            self._pos = pos + got
-        else:
-            got = await self._stream(self._eng.read, buf, self._keep_read_bytes(buf))
+            data = await self._eng.pread_bytes(self._fd, n, pos, self._hint)
+            self._pos = pos + len(data)
+            return data
+        buf = bytearray(n)  # fresh each time: a cancelled read may still fill the old one
+        got = await self._stream(self._eng.read, buf, self._keep_read_bytes(buf))
         if got == n:
             return bytes(buf)
         return bytes(memoryview(buf)[:got])

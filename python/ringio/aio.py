@@ -28,6 +28,7 @@ Kernel facts that shape this API:
 from __future__ import annotations
 
 import asyncio
+import errno
 import select
 from collections.abc import Iterable
 from typing import Any
@@ -162,6 +163,16 @@ class AsyncContext:
         """Reads up to `size` bytes at `offset`; returns them (short at end of file)."""
         if size < 0:
             raise ValueError(f"size must be >= 0, not {size}")
+        if not rw_flags and priority is None and isinstance(fd, int):
+            # Cached data: one copy, page cache to bytes, no kernel queue round trip.
+            try:
+                data = _core.pread_nowait(fd, size, offset)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
+                    raise
+            else:
+                if data is not None:
+                    return data
         buf = bytearray(size)
         n = await self._start(pread, fd, buf, offset, rw_flags=rw_flags, priority=priority)
         del buf[n:]

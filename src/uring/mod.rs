@@ -39,7 +39,9 @@ pub struct Setup {
 }
 
 pub struct UringEngine {
-    ring: IoUring,
+    /// Dropped (unmapped and its fd closed) by `shutdown`, once every in-flight
+    /// op's completion has arrived.
+    ring: Option<IoUring>,
     /// With SINGLE_ISSUER, the only thread the kernel lets use the ring.
     owner: Option<std::thread::ThreadId>,
     eventfd: Option<OwnedFd>,
@@ -87,7 +89,7 @@ impl UringEngine {
                     ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
                     return Ok(Self {
                         owner: setup.defer_taskrun.then(|| std::thread::current().id()),
-                        ring,
+                        ring: Some(ring),
                         eventfd: Some(eventfd),
                         setup,
                         live: true,
@@ -106,12 +108,24 @@ impl UringEngine {
     }
 
     pub fn ring_fd(&self) -> RawFd {
-        self.ring.as_raw_fd()
+        self.ring.as_ref().map_or(-1, AsRawFd::as_raw_fd)
+    }
+
+    fn ring(&self) -> io::Result<&IoUring> {
+        self.ring
+            .as_ref()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
+    }
+
+    fn ring_mut(&mut self) -> io::Result<&mut IoUring> {
+        self.ring
+            .as_mut()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
     }
 
     /// Runs deferred task work and flushes overflowed CQEs into the CQ.
     fn get_events(&self) -> io::Result<()> {
-        enter(self.ring.as_raw_fd(), 0, 0, IORING_ENTER_GETEVENTS, None).map(drop)
+        enter(self.ring()?.as_raw_fd(), 0, 0, IORING_ENTER_GETEVENTS, None).map(drop)
     }
 
     /// Pushes SQEs, entering the kernel only when the SQ is full.
@@ -119,7 +133,7 @@ impl UringEngine {
         let mut next = 0;
         loop {
             {
-                let mut sq = self.ring.submission();
+                let mut sq = self.ring_mut()?.submission();
                 while next < batch.len() && !sq.is_full() {
                     // SAFETY: every SQE's buffers, iovecs, paths and statx buffer are
                     // owned by its in-flight entry until its completion is reaped.
@@ -136,7 +150,7 @@ impl UringEngine {
 
     fn enter_submit(&self) -> io::Result<()> {
         loop {
-            match self.ring.submit() {
+            match self.ring()?.submit() {
                 Ok(_) => return Ok(()),
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 // The CQ is full and the kernel wants it drained first: the SQEs stay
@@ -151,7 +165,10 @@ impl UringEngine {
 
     fn drain_cq(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> usize {
         let mut n = 0;
-        for cqe in self.ring.completion() {
+        let Some(ring) = self.ring.as_mut() else {
+            return 0;
+        };
+        for cqe in ring.completion() {
             if cqe.user_data() == INTERNAL_TOKEN {
                 continue;
             }
@@ -334,7 +351,7 @@ impl Engine for UringEngine {
 
     fn waiter(&self) -> UringWaiter {
         UringWaiter {
-            ring_fd: self.ring.as_raw_fd(),
+            ring_fd: self.ring_fd(),
         }
     }
 
@@ -365,11 +382,13 @@ impl Engine for UringEngine {
             }
         });
         UringLaunch {
-            ring_fd: self.ring.as_raw_fd(),
+            ring_fd: self.ring_fd(),
             to_submit: if sqpoll {
                 0
             } else {
-                self.ring.submission().len() as u32
+                self.ring
+                    .as_mut()
+                    .map_or(0, |r| r.submission().len() as u32)
             },
             count: batch.len(),
             error,
@@ -407,13 +426,13 @@ impl Engine for UringEngine {
     }
 
     fn reap_now(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> io::Result<()> {
-        if self.setup.defer_taskrun || self.ring.submission().cq_overflow() {
+        if self.setup.defer_taskrun || self.ring_mut()?.submission().cq_overflow() {
             self.get_events()?;
         }
         let mut left = max;
         loop {
             left -= self.drain_cq(out, left);
-            if left == 0 || !self.ring.submission().cq_overflow() {
+            if left == 0 || !self.ring_mut()?.submission().cq_overflow() {
                 return Ok(());
             }
             // Completions the CQ had no room for wait in the kernel (NODROP).
@@ -442,7 +461,7 @@ impl Engine for UringEngine {
             self.reap_now(out, usize::MAX)?;
             seen += out[before..].iter().filter(|c| !c.more).count();
             if seen < in_flight {
-                match enter(self.ring.as_raw_fd(), 0, 1, IORING_ENTER_GETEVENTS, None) {
+                match enter(self.ring()?.as_raw_fd(), 0, 1, IORING_ENTER_GETEVENTS, None) {
                     Ok(_) => {}
                     Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                     Err(e) => return Err(e),
@@ -451,6 +470,7 @@ impl Engine for UringEngine {
         }
         self.live = false;
         self.eventfd = None;
+        self.ring = None;
         Ok(())
     }
 }

@@ -74,7 +74,7 @@ async def test_same_results_as_caio(engine, rw_file):
 async def test_max_requests_bounds_operations_in_flight(engine, rw_file, monkeypatch):
     fd, payload, _ = rw_file
     in_flight = peak = 0
-    real_pread = engine.pread
+    real_pread = engine.pread_bytes  # what AsyncioContext.read calls
 
     async def counting_pread(*args, **kwargs):
         nonlocal in_flight, peak
@@ -86,7 +86,7 @@ async def test_max_requests_bounds_operations_in_flight(engine, rw_file, monkeyp
         finally:
             in_flight -= 1
 
-    monkeypatch.setattr(engine, "pread", counting_pread)
+    monkeypatch.setattr(engine, "pread_bytes", counting_pread)
     ctx = AsyncioContext(max_requests=4)
     results = await asyncio.gather(*(ctx.read(16, fd, i * 16) for i in range(64)))
     assert results == [payload[i * 16 : i * 16 + 16] for i in range(64)]

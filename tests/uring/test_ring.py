@@ -331,3 +331,24 @@ def test_o_direct_reads_with_aligned_buffers(ring, tmp_path: Path):
         assert b"".join(bytes(b) for b in bufs) == payload[: 8 * 4096]
     finally:
         os.close(fd)
+
+
+def _ring_fds() -> int:
+    count = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == "anon_inode:[io_uring]":
+                count += 1
+        except FileNotFoundError:
+            pass
+    return count
+
+
+def test_close_releases_the_ring_fd_even_while_the_object_lives():
+    before = _ring_fds()
+    rings = [uring.Ring(8) for _ in range(5)]
+    assert _ring_fds() == before + 5
+    for r in rings:
+        r.close()
+    assert _ring_fds() == before  # not only at garbage collection
+    assert all(r.closed for r in rings)

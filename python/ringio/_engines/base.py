@@ -111,6 +111,15 @@ class FileEngine(abc.ABC):
     ) -> int:
         """Writes `data` at `offset`; returns the byte count (possibly short)."""
 
+    async def pread_bytes(
+        self, fd: int, n: int, offset: int, hint: NowaitHint | None = None
+    ) -> bytes:
+        """Reads up to `n` bytes at `offset` into a new bytes object (short at EOF)."""
+        buf = bytearray(n)
+        got = await self.pread(fd, buf, offset, hint)
+        del buf[got:]
+        return bytes(buf)
+
     @abc.abstractmethod
     async def preadv(
         self, fd: int, buffers: Sequence[Any], offset: int, *, outcome: Outcome | None = None

@@ -72,6 +72,26 @@ class KernelEngine(FileEngine):
                     hint.read = False
         return await self._run(_core.pread, fd, buf, offset, outcome=outcome)
 
+    async def pread_bytes(
+        self, fd: int, n: int, offset: int, hint: NowaitHint | None = None
+    ) -> bytes:
+        # Cached data is copied once, page cache to the bytes object returned.
+        if hint is None or hint.read:
+            try:
+                data = _core.pread_nowait(fd, n, offset)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
+                    raise
+                if hint is not None:
+                    hint.read = False
+            else:
+                if data is not None:
+                    return data
+        buf = bytearray(n)
+        got = await self._run(_core.pread, fd, buf, offset)
+        del buf[got:]
+        return bytes(buf)
+
     async def pwrite(
         self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None,
         *, outcome: Outcome | None = None,
@@ -116,6 +136,12 @@ class KernelEngine(FileEngine):
         except (ReferenceError, RuntimeError):
             # The loop is gone or closed: nothing to unregister; close the queue.
             self._queue.close()
+
+
+def _raise_eisdir_for_directories(e: OSError, fd: int) -> None:
+    # Kernel AIO answers EINVAL where read(2) says EISDIR.
+    if e.errno == errno.EINVAL and _is_dir(fd):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)) from None
 
 
 def _is_dir(fd: int) -> bool:
@@ -211,9 +237,16 @@ class AioFileEngine(PoolPathOps, KernelEngine):
         try:
             return await super().pread(fd, buf, offset, hint)
         except OSError as e:
-            # Kernel AIO answers EINVAL where read(2) says EISDIR.
-            if e.errno == errno.EINVAL and _is_dir(fd):
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)) from None
+            _raise_eisdir_for_directories(e, fd)
+            raise
+
+    async def pread_bytes(
+        self, fd: int, n: int, offset: int, hint: NowaitHint | None = None
+    ) -> bytes:
+        try:
+            return await super().pread_bytes(fd, n, offset, hint)
+        except OSError as e:
+            _raise_eisdir_for_directories(e, fd)
             raise
 
     async def _stream(self, fd: int, events: int, attempt: Callable[[], int]) -> int:

@@ -10,6 +10,8 @@ kernel queue (``aio.Context`` or ``uring.Ring``: same submit/get_events API).
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
 from typing import Any
 
 ENGINES = ("uring", "aio", "thread")
@@ -38,15 +40,24 @@ class EngineContext:
         from ringio import _engines
 
         self._engine = _engines.ENGINES[engine](asyncio.get_running_loop())
+        self._hints: dict[int, Any] = {}
 
     async def read(self, fd: int, size: int, offset: int = 0) -> bytes:
-        buf = bytearray(size)
-        n = await self._engine.pread(fd, buf, offset)
-        del buf[n:]
-        return bytes(buf)
+        return await self._engine.pread_bytes(fd, size, offset, self._hint(fd))
 
     async def readinto(self, fd: int, buffer: Any, offset: int = 0) -> int:
-        return await self._engine.pread(fd, buffer, offset)
+        return await self._engine.pread(fd, buffer, offset, self._hint(fd))
+
+    def _hint(self, fd: int) -> Any:
+        """What ringio.open does per file: no inline RWF_NOWAIT attempt on O_DIRECT
+        files, where preadv2 would wait for the device and serialise the reads."""
+        hint = self._hints.get(fd)
+        if hint is None:
+            from ringio._engines import NowaitHint
+
+            direct = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
+            hint = self._hints[fd] = NowaitHint(read=not direct, write=not direct)
+        return hint
 
     async def write(self, fd: int, data: Any, offset: int = 0) -> int:
         return await self._engine.pwrite(fd, data, offset)

@@ -97,16 +97,14 @@ class AsyncioContext:
             raise ValueError(f"nbytes must not be negative, got {nbytes}")
 
         async def run(engine: _engines.FileEngine) -> bytes:
-            buf = bytearray(nbytes)
             try:
-                n = await engine.pread(fd, buf, offset)
+                return await engine.pread_bytes(fd, nbytes, offset)
             except OSError as e:
                 # Kernel AIO refuses a directory with EINVAL where pread(2) and
                 # io_uring say EISDIR: report what they do.
                 if e.errno == errno.EINVAL and _is_dir(fd):
                     raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)) from None
                 raise
-            return bytes(memoryview(buf)[:n])
 
         return self._submit(run)
 
