@@ -39,7 +39,7 @@ def run(options: Options) -> WorkloadResult:
     elif options.quick:
         kw = {"sizes": (1024,), "concurrency": (100,), "quick": True}
     else:
-        kw = {"sizes": (1024, 10240, 102400), "concurrency": (1, 10, 100), "quick": False}
+        kw = {"sizes": (1024, 10240, 102400), "concurrency": (1, 10, 100, 1000), "quick": False}
     result = WorkloadResult(NAME, parameters={"loops": loops, "flavours": FLAVOURS, **kw})
     options.progress(len(loops) * len(FLAVOURS), 0)
     baseline = "uvloop" if "uvloop" in loops else "asyncio"
