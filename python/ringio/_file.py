@@ -651,9 +651,7 @@ class AsyncFileIO(_Base):
                     return await self._direct_read(n)
                 finally:
                     self._pos = saved
-        buf = bytearray(n)
-        got = await self._eng.pread(self._fd, buf, offset, self._hint)
-        return bytes(buf) if got == n else bytes(memoryview(buf)[:got])
+        return await self._eng.pread_bytes(self._fd, n, offset, self._hint)
 
     async def pwrite(self, data: Any, offset: int) -> int:
         """Writes `data` at `offset` (one op, may be short), leaving the position alone."""
