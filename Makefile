@@ -60,7 +60,8 @@ bench: bench-deps
 # so tests that need another thread to run while the kernel blocks in io_submit
 # (tests/aio/test_threads.py) would deadlock under it and are left out.
 SANITIZE_TESTS ?= tests/aio tests/uring tests/engines
-SANITIZE_SKIP ?= --ignore=tests/aio/test_threads.py
+SANITIZE_SKIP ?= --ignore=tests/aio/test_threads.py \
+	--deselect "tests/uring/test_ring.py::test_get_events_releases_the_gil"
 sanitize: install
 	@command -v valgrind >/dev/null || (apt-get update -qq && apt-get install -y -qq valgrind >/dev/null)
 	PYTHONMALLOC=malloc valgrind --tool=memcheck --error-exitcode=99 --leak-check=no \
