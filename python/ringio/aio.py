@@ -163,6 +163,8 @@ class AsyncContext:
         """Reads up to `size` bytes at `offset`; returns them (short at end of file)."""
         if size < 0:
             raise ValueError(f"size must be >= 0, not {size}")
+        if self.closed:
+            raise ValueError("I/O operation on closed context")
         if not rw_flags and priority is None and isinstance(fd, int):
             # Cached data: one copy, page cache to bytes, no kernel queue round trip.
             try:

@@ -220,3 +220,12 @@ def test_engines_keep_working_in_a_forked_child(name, monkeypatch):
     _, status = os.waitpid(pid, 0)
     engines.reset()
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+async def test_a_closed_engine_refuses_even_cached_reads(engine, data_file):
+    fd, _ = data_file
+    engine.close_engine()
+    with pytest.raises(ValueError, match="closed"):
+        await engine.pread(fd, bytearray(4), 0, engines.NowaitHint())
+    with pytest.raises(ValueError, match="closed"):
+        await engine.pread_bytes(fd, 4, 0)

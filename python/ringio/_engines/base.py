@@ -200,6 +200,8 @@ class FileEngine(abc.ABC):
         return await self.loop.run_in_executor(self._fallback_pool(), func, *args)
 
     def _fallback_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self.closed:
+            raise ValueError("I/O operation on closed engine")
         with self._pool_lock:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(

@@ -44,6 +44,11 @@ class KernelEngine(FileEngine):
         self._queue = queue
         self._proactor = Proactor(queue, weakref.proxy(loop), cancellable=cancellable)
 
+    def _check_open(self) -> None:
+        # The inline paths never reach the proactor, which would say so itself.
+        if self.closed:
+            raise ValueError("I/O operation on closed engine")
+
     def _run(
         self, make: Callable[..., _core.Op], *args: Any, outcome: Outcome | None = None,
         **kwargs: Any,
@@ -60,6 +65,7 @@ class KernelEngine(FileEngine):
         *, outcome: Outcome | None = None,
     ) -> int:
         _check_offset(offset)
+        self._check_open()
         if hint is None or hint.read:
             try:
                 return os.preadv(fd, [buf], offset, _NOWAIT)
@@ -76,6 +82,7 @@ class KernelEngine(FileEngine):
         self, fd: int, n: int, offset: int, hint: NowaitHint | None = None
     ) -> bytes:
         # Cached data is copied once, page cache to the bytes object returned.
+        self._check_open()
         if hint is None or hint.read:
             try:
                 data = _core.pread_nowait(fd, n, offset)
@@ -97,6 +104,7 @@ class KernelEngine(FileEngine):
         *, outcome: Outcome | None = None,
     ) -> int:
         _check_offset(offset)
+        self._check_open()
         if hint is not None and hint.write:
             try:
                 return os.pwritev(fd, [data], offset, _NOWAIT)
