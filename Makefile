@@ -48,6 +48,12 @@ bench-deps: $(BENCH_STAMP)
 		|| (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio libaio1t64 >/dev/null) \
 		|| echo "bench: could not install fio/libaio1; those peers will be skipped"; \
 	fi
+	@# gaio's Go program: Debian's Go where none is installed; GOTOOLCHAIN=auto then
+	@# fetches the go.mod's toolchain through the Go module proxy (Go >= 1.21).
+	@command -v go >/dev/null || (apt-get update -qq \
+		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null) \
+		|| echo "bench: no Go toolchain; the gaio peer will be skipped"
+	@GOTOOLCHAIN=auto $(MAKE) --no-print-directory bench-peers
 
 # The quick suite (a few minutes); `$(PY) -m ringio bench all` is the full one.
 bench: bench-deps
