@@ -598,52 +598,37 @@ sync_op!(
     "Flush the data of `fd` (and metadata needed to read it)."
 );
 
-/// Read into `buf` at the file's current position (pipes, sockets, FIFOs,
-/// terminals, or a regular file's offset), advancing it. io_uring only.
-#[pyfunction]
-#[pyo3(signature = (fd, buf, *, rw_flags=0, priority=None, data=None))]
-pub fn read(
-    py: Python<'_>,
-    fd: &Bound<'_, PyAny>,
-    buf: &Bound<'_, PyAny>,
-    rw_flags: i64,
-    priority: Option<i64>,
-    data: Option<Py<PyAny>>,
-) -> PyResult<Op> {
-    let c = common(py, rw_flags, priority, None, data)?;
-    build(
-        py,
-        OpCode::Read,
-        fd,
-        Target::One(buf.clone().unbind()),
-        STREAM_OFFSET,
-        0,
-        c,
-    )
+macro_rules! stream_op {
+    ($name:ident, $code:expr, $doc:literal) => {
+        #[doc = $doc]
+        #[pyfunction]
+        #[pyo3(signature = (fd, buf, *, rw_flags=0, priority=None, data=None))]
+        pub fn $name(
+            py: Python<'_>,
+            fd: &Bound<'_, PyAny>,
+            buf: &Bound<'_, PyAny>,
+            rw_flags: i64,
+            priority: Option<i64>,
+            data: Option<Py<PyAny>>,
+        ) -> PyResult<Op> {
+            let c = common(py, rw_flags, priority, None, data)?;
+            let target = Target::One(buf.clone().unbind());
+            build(py, $code, fd, target, STREAM_OFFSET, 0, c)
+        }
+    };
 }
 
-/// Write `buf` at the file's current position, advancing it. io_uring only.
-#[pyfunction]
-#[pyo3(signature = (fd, buf, *, rw_flags=0, priority=None, data=None))]
-pub fn write(
-    py: Python<'_>,
-    fd: &Bound<'_, PyAny>,
-    buf: &Bound<'_, PyAny>,
-    rw_flags: i64,
-    priority: Option<i64>,
-    data: Option<Py<PyAny>>,
-) -> PyResult<Op> {
-    let c = common(py, rw_flags, priority, None, data)?;
-    build(
-        py,
-        OpCode::Write,
-        fd,
-        Target::One(buf.clone().unbind()),
-        STREAM_OFFSET,
-        0,
-        c,
-    )
-}
+stream_op!(
+    read,
+    OpCode::Read,
+    "Read into `buf` at the file's current position (pipes, sockets, FIFOs, \
+     terminals, or a regular file's offset), advancing it. io_uring only."
+);
+stream_op!(
+    write,
+    OpCode::Write,
+    "Write `buf` at the file's current position, advancing it. io_uring only."
+);
 
 /// Wait until `fd` has one of the poll `events` (select.POLLIN, ...); completes
 /// with the ready mask. Kernel AIO can cancel this op.

@@ -836,15 +836,7 @@ impl WatcherCore {
                     }
                 }
                 Mshot::Off => {
-                    if let Err(e) = self.submit_op(slot) {
-                        self.finish(
-                            py,
-                            slot,
-                            Some(Fail::Os(e.raw_os_error().unwrap_or(libc::EIO))),
-                            None,
-                            false,
-                            None,
-                        );
+                    if !self.submit_or_fail(py, slot) {
                         continue;
                     }
                     self.conn(cid).expect("conn").read_busy = true;
@@ -880,15 +872,7 @@ impl WatcherCore {
                 self.finish(py, slot, None, None, false, None);
                 continue;
             }
-            if let Err(e) = self.submit_op(slot) {
-                self.finish(
-                    py,
-                    slot,
-                    Some(Fail::Os(e.raw_os_error().unwrap_or(libc::EIO))),
-                    None,
-                    false,
-                    None,
-                );
+            if !self.submit_or_fail(py, slot) {
                 continue;
             }
             self.conn(cid).expect("conn").write_busy = true;
@@ -1044,6 +1028,19 @@ impl WatcherCore {
     }
 
     /// Builds and pushes the SQE (and link timeout) for op `slot` at its progress.
+    /// Submits `slot`; where the kernel queue refuses it, completes the op with that
+    /// error instead. Returns whether it went in.
+    fn submit_or_fail(&mut self, py: Python<'_>, slot: usize) -> bool {
+        match self.submit_op(slot) {
+            Ok(()) => true,
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                self.finish(py, slot, Some(Fail::Os(errno)), None, false, None);
+                false
+            }
+        }
+    }
+
     fn submit_op(&mut self, slot: usize) -> io::Result<()> {
         let bufsize = self.bufsize;
         let has_pool = self.pool.is_some();
