@@ -36,6 +36,15 @@ def _check_fd(fd: int) -> None:
         raise OSError(errno.EBADF, os.strerror(errno.EBADF))
 
 
+def _inline_read_refused(e: OSError, hint: NowaitHint | None) -> None:
+    """An inline RWF_NOWAIT read failed: re-raise a real error; where the file just
+    cannot do RWF_NOWAIT, remember that (the caller then uses the kernel queue)."""
+    if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
+        raise e
+    if hint is not None:
+        hint.read = False
+
+
 class KernelEngine(FileEngine):
     def __init__(self, loop: asyncio.AbstractEventLoop, queue: Any, cancellable: Callable) -> None:
         super().__init__(loop)
@@ -72,10 +81,7 @@ class KernelEngine(FileEngine):
             except BlockingIOError:
                 pass  # not cached: the kernel queue does it without blocking us
             except OSError as e:
-                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
-                    raise
-                if hint is not None:
-                    hint.read = False
+                _inline_read_refused(e, hint)
         return await self._run(_core.pread, fd, buf, offset, outcome=outcome)
 
     async def pread_bytes(
@@ -87,10 +93,7 @@ class KernelEngine(FileEngine):
             try:
                 data = _core.pread_nowait(fd, n, offset)
             except OSError as e:
-                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
-                    raise
-                if hint is not None:
-                    hint.read = False
+                _inline_read_refused(e, hint)
             else:
                 if data is not None:
                     return data
