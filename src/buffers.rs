@@ -245,7 +245,10 @@ mod tests {
 
     #[test]
     fn impossible_layouts_are_errors_not_panics() {
-        assert_eq!(AlignedAlloc::new(usize::MAX - 10, 4096).err(), Some(AllocError::TooLarge));
+        assert_eq!(
+            AlignedAlloc::new(usize::MAX - 10, 4096).err(),
+            Some(AllocError::TooLarge)
+        );
         assert_eq!(AlignedAlloc::new(16, 3).err(), Some(AllocError::TooLarge));
     }
 }

@@ -180,7 +180,10 @@ pub fn to_sockaddr(family: i32, addr: &Bound<'_, PyAny>) -> PyResult<SockAddr> {
 /// The Python form of a kernel-filled address, as the socket module returns it.
 pub fn from_sockaddr(py: Python<'_>, addr: &SockAddr) -> PyResult<Py<PyAny>> {
     Ok(match addr.parse() {
-        Parsed::Inet(ip, port) => (ip.to_string(), port).into_pyobject(py)?.into_any().unbind(),
+        Parsed::Inet(ip, port) => (ip.to_string(), port)
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
         Parsed::Inet6(ip, port, flow, scope) => (ip.to_string(), port, flow, scope)
             .into_pyobject(py)?
             .into_any()
