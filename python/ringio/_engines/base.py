@@ -42,13 +42,15 @@ def check_offset(offset: int) -> None:
 
 
 class NowaitHint:
-    """Per-file memory of whether inline RWF_NOWAIT attempts are worth making."""
+    """Per-file memory of whether inline RWF_NOWAIT attempts are worth making, and
+    of whether the kernel queue reads the file correctly (None: not checked yet)."""
 
-    __slots__ = ("read", "write")
+    __slots__ = ("queue_reads", "read", "write")
 
     def __init__(self, read: bool = True, write: bool = True) -> None:
         self.read = read
         self.write = write
+        self.queue_reads: bool | None = None
 
 
 class Outcome:
@@ -87,6 +89,17 @@ class Outcome:
         return res
 
 
+async def _settle_thread(
+    cf: concurrent.futures.Future[int], loop: asyncio.AbstractEventLoop
+) -> int | None:
+    if cf.cancelled():
+        return None  # never started
+    try:
+        return await asyncio.shield(asyncio.wrap_future(cf, loop=loop))
+    except Exception:
+        return None
+
+
 class FileEngine(abc.ABC):
     name: ClassVar[str]
 
@@ -99,15 +112,25 @@ class FileEngine(abc.ABC):
     # -- data -------------------------------------------------------------------
     @abc.abstractmethod
     async def pread(
-        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,
-        *, outcome: Outcome | None = None,
+        self,
+        fd: int,
+        buf: Any,
+        offset: int,
+        hint: NowaitHint | None = None,
+        *,
+        outcome: Outcome | None = None,
     ) -> int:
         """Reads into `buf` at `offset`; returns the byte count (0 at end of file)."""
 
     @abc.abstractmethod
     async def pwrite(
-        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None,
-        *, outcome: Outcome | None = None,
+        self,
+        fd: int,
+        data: Any,
+        offset: int,
+        hint: NowaitHint | None = None,
+        *,
+        outcome: Outcome | None = None,
     ) -> int:
         """Writes `data` at `offset`; returns the byte count (possibly short)."""
 
@@ -167,8 +190,13 @@ class FileEngine(abc.ABC):
 
     @abc.abstractmethod
     async def rename(
-        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None, flags: int = 0,
+        self,
+        src: Any,
+        dst: Any,
+        *,
+        src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None,
+        flags: int = 0,
     ) -> None:
         """renameat2; `flags` 0 replaces an existing `dst` (os.replace semantics)."""
 
@@ -183,8 +211,13 @@ class FileEngine(abc.ABC):
 
     @abc.abstractmethod
     async def link(
-        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
+        self,
+        src: Any,
+        dst: Any,
+        *,
+        src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None,
+        follow_symlinks: bool = True,
     ) -> None: ...
 
     @abc.abstractmethod
@@ -198,6 +231,15 @@ class FileEngine(abc.ABC):
     async def run_sync(self, func: Callable[..., T], *args: Any) -> T:
         """Runs a call that has no kernel async form on the engine's fallback pool."""
         return await self.loop.run_in_executor(self._fallback_pool(), func, *args)
+
+    async def _tracked(self, outcome: Outcome | None, func: Any, *args: Any) -> int:
+        """run_sync, but an `outcome` can learn the call's result after a cancel
+        (a call already running in a thread finishes regardless)."""
+        if outcome is None:
+            return await self.run_sync(func, *args)
+        cf = self._fallback_pool().submit(func, *args)
+        outcome.arm(lambda: _settle_thread(cf, self.loop))
+        return await asyncio.wrap_future(cf, loop=self.loop)
 
     def _fallback_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         if self.closed:
@@ -238,8 +280,13 @@ class PoolPathOps:
         await self.run_sync(os.ftruncate, fd, length)
 
     async def rename(
-        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None, flags: int = 0,
+        self,
+        src: Any,
+        dst: Any,
+        *,
+        src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None,
+        flags: int = 0,
     ) -> None:
         if flags:
             raise ValueError("rename flags need the uring engine")
@@ -257,12 +304,20 @@ class PoolPathOps:
         await self.run_sync(lambda: os.mkdir(path, mode, dir_fd=dir_fd))
 
     async def link(
-        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
+        self,
+        src: Any,
+        dst: Any,
+        *,
+        src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None,
+        follow_symlinks: bool = True,
     ) -> None:
         await self.run_sync(
             lambda: os.link(
-                src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd,
+                src,
+                dst,
+                src_dir_fd=src_dir_fd,
+                dst_dir_fd=dst_dir_fd,
                 follow_symlinks=follow_symlinks,
             )
         )

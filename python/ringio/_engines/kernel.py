@@ -28,6 +28,7 @@ from .base import check_offset as _check_offset
 AT_EMPTY_PATH = 0x1000
 AT_SYMLINK_NOFOLLOW = 0x100
 _NOWAIT = os.RWF_NOWAIT
+FUSE_SUPER_MAGIC = 0x65735546
 
 
 def _check_fd(fd: int) -> None:
@@ -59,7 +60,10 @@ class KernelEngine(FileEngine):
             raise ValueError("I/O operation on closed engine")
 
     def _run(
-        self, make: Callable[..., _core.Op], *args: Any, outcome: Outcome | None = None,
+        self,
+        make: Callable[..., _core.Op],
+        *args: Any,
+        outcome: Outcome | None = None,
         **kwargs: Any,
     ) -> asyncio.Future:
         fut = self.loop.create_future()
@@ -70,8 +74,13 @@ class KernelEngine(FileEngine):
         return self._proactor.start(op)
 
     async def pread(
-        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,
-        *, outcome: Outcome | None = None,
+        self,
+        fd: int,
+        buf: Any,
+        offset: int,
+        hint: NowaitHint | None = None,
+        *,
+        outcome: Outcome | None = None,
     ) -> int:
         _check_offset(offset)
         self._check_open()
@@ -82,6 +91,11 @@ class KernelEngine(FileEngine):
                 pass  # not cached: the kernel queue does it without blocking us
             except OSError as e:
                 _inline_read_refused(e, hint)
+        return await self._queued_pread(fd, buf, offset, hint, outcome)
+
+    async def _queued_pread(
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None, outcome: Outcome | None
+    ) -> int:
         return await self._run(_core.pread, fd, buf, offset, outcome=outcome)
 
     async def pread_bytes(
@@ -98,13 +112,18 @@ class KernelEngine(FileEngine):
                 if data is not None:
                     return data
         buf = bytearray(n)
-        got = await self._run(_core.pread, fd, buf, offset)
+        got = await self._queued_pread(fd, buf, offset, hint, None)
         del buf[got:]
         return bytes(buf)
 
     async def pwrite(
-        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None,
-        *, outcome: Outcome | None = None,
+        self,
+        fd: int,
+        data: Any,
+        offset: int,
+        hint: NowaitHint | None = None,
+        *,
+        outcome: Outcome | None = None,
     ) -> int:
         _check_offset(offset)
         self._check_open()
@@ -170,6 +189,36 @@ class UringFileEngine(KernelEngine):
         # DEFER_TASKRUN where the kernel has them.
         super().__init__(loop, _core.Ring(entries, single_issuer=True), lambda op: True)
 
+    # Linux 6.18 (at least): io_uring retries a short read of a FUSE file opened in
+    # direct_io mode (FOPEN_DIRECT_IO, chosen by the FUSE server) at the read's
+    # *starting* offset, and reports the full length: the tail of the buffer then
+    # holds the start of the range again. Any read crossing EOF, or a server's short
+    # reply, would silently return wrong bytes. Userspace cannot see whether a FUSE
+    # file is in direct_io mode, so every queued read of a FUSE file goes to the
+    # fallback pool instead (tests/reliability/test_eio.py reproduces the kernel bug).
+    def _queue_reads_correct(self, fd: int, hint: NowaitHint | None) -> bool:
+        if hint is not None and hint.queue_reads is not None:
+            return hint.queue_reads
+        ok = _core.fs_type(fd) != FUSE_SUPER_MAGIC
+        if hint is not None:
+            hint.queue_reads = ok
+        return ok
+
+    async def _queued_pread(
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None, outcome: Outcome | None
+    ) -> int:
+        if self._queue_reads_correct(fd, hint):
+            return await self._run(_core.pread, fd, buf, offset, outcome=outcome)
+        return await self._tracked(outcome, os.preadv, fd, [buf], offset)
+
+    async def preadv(
+        self, fd: int, buffers: Sequence[Any], offset: int, *, outcome: Outcome | None = None
+    ) -> int:
+        if self._queue_reads_correct(fd, None):
+            return await super().preadv(fd, buffers, offset, outcome=outcome)
+        _check_offset(offset)
+        return await self._tracked(outcome, os.preadv, fd, list(buffers), offset)
+
     async def read(self, fd: int, buf: Any, *, outcome: Outcome | None = None) -> int:
         return await self._run(_core.read, fd, buf, outcome=outcome)
 
@@ -206,8 +255,13 @@ class UringFileEngine(KernelEngine):
         await self._run(_core.ftruncate, fd, length)
 
     async def rename(
-        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None, flags: int = 0,
+        self,
+        src: Any,
+        dst: Any,
+        *,
+        src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None,
+        flags: int = 0,
     ) -> None:
         await self._run(
             _core.renameat, src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, flags=flags
@@ -223,11 +277,20 @@ class UringFileEngine(KernelEngine):
         await self._run(_core.mkdirat, path, mode, dir_fd=dir_fd)
 
     async def link(
-        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
+        self,
+        src: Any,
+        dst: Any,
+        *,
+        src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None,
+        follow_symlinks: bool = True,
     ) -> None:
         await self._run(
-            _core.linkat, src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd,
+            _core.linkat,
+            src,
+            dst,
+            src_dir_fd=src_dir_fd,
+            dst_dir_fd=dst_dir_fd,
             follow_symlinks=follow_symlinks,
         )
 
@@ -287,4 +350,3 @@ class AioFileEngine(PoolPathOps, KernelEngine):
 
     async def fstat(self, fd: int) -> os.stat_result:
         return os.fstat(fd)  # served from the inode in memory
-

@@ -4,25 +4,12 @@ blocking ``os`` call on a small pool."""
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import os
 import select
 from collections.abc import Sequence
 from typing import Any
 
 from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, check_offset
-
-
-async def _settle_thread(
-    cf: concurrent.futures.Future[int], loop: asyncio.AbstractEventLoop
-) -> int | None:
-    if cf.cancelled():
-        return None  # never started
-    try:
-        return await asyncio.shield(asyncio.wrap_future(cf, loop=loop))
-    except Exception:
-        return None
 
 
 def _ready_mask(fd: int, events: int) -> int:
@@ -35,25 +22,26 @@ def _ready_mask(fd: int, events: int) -> int:
 class ThreadEngine(PoolPathOps, FileEngine):
     name = "thread"
 
-    async def _tracked(self, outcome: Outcome | None, func: Any, *args: Any) -> int:
-        """run_sync, but an `outcome` can learn the call's result after a cancel
-        (a call already running in a thread finishes regardless)."""
-        if outcome is None:
-            return await self.run_sync(func, *args)
-        cf = self._fallback_pool().submit(func, *args)
-        outcome.arm(lambda: _settle_thread(cf, self.loop))
-        return await asyncio.wrap_future(cf, loop=self.loop)
-
     async def pread(
-        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,
-        *, outcome: Outcome | None = None,
+        self,
+        fd: int,
+        buf: Any,
+        offset: int,
+        hint: NowaitHint | None = None,
+        *,
+        outcome: Outcome | None = None,
     ) -> int:
         check_offset(offset)
         return await self._tracked(outcome, os.preadv, fd, [buf], offset)
 
     async def pwrite(
-        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None,
-        *, outcome: Outcome | None = None,
+        self,
+        fd: int,
+        data: Any,
+        offset: int,
+        hint: NowaitHint | None = None,
+        *,
+        outcome: Outcome | None = None,
     ) -> int:
         check_offset(offset)
         return await self._tracked(outcome, os.pwrite, fd, data, offset)
