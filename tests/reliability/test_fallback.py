@@ -17,20 +17,14 @@ DENY = [sys.executable, str(ROOT / "tools" / "seccomp_deny.py")]
 def run_denied(groups: list[str], *cmd: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "RINGIO_ENGINE"}
     return subprocess.run(
-        [*DENY, *groups, "--", *cmd],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
+        [*DENY, *groups, "--", *cmd], capture_output=True, text=True, timeout=300, cwd=ROOT,
         env=env,
     )
 
 
 def engine_report(groups: list[str]) -> str:
     out = run_denied(
-        groups,
-        sys.executable,
-        "-c",
+        groups, sys.executable, "-c",
         "import ringio; i = ringio.engine(); print(i.name); print(i.refused)",
     )
     assert out.returncode == 0, out.stderr
@@ -55,15 +49,8 @@ def test_both_refused_falls_back_to_threads():
 @pytest.mark.parametrize("groups", [["io_uring"], ["io_uring", "aio"]], ids=["no-uring", "none"])
 def test_the_file_engine_suite_passes_on_the_fallback(groups):
     out = run_denied(
-        groups,
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "tests/engines",
-        "tests/aio" if groups == ["io_uring"] else "tests/engines",
+        groups, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        "tests/engines", "tests/aio" if groups == ["io_uring"] else "tests/engines",
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert " passed" in out.stdout

@@ -93,7 +93,9 @@ def test_interpreter_exit_with_ops_in_flight_is_clean(tmp_path: Path):
         print("exiting with", ring.in_flight + ctx.in_flight, "ops in flight", flush=True)
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert "exiting with 3 ops in flight" in out.stdout
     assert "Traceback" not in out.stderr and "panicked" not in out.stderr
@@ -155,9 +157,8 @@ def small_tmpfs(tmp_path: Path):
         pytest.skip("mounting a tmpfs needs root")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True
-    )
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
     if r.returncode != 0:
         pytest.skip(f"cannot mount tmpfs here: {r.stderr.strip()}")
     yield mnt

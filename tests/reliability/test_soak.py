@@ -153,7 +153,6 @@ async def test_soak_with_random_cancellations(name, tmp_path: Path, monkeypatch)
         fd = os.open(tmp_path / "soak", os.O_RDWR | os.O_CREAT, 0o600)
         os.ftruncate(fd, FILE_WORKERS * REGION)
         try:
-
             async def phase(seconds: float) -> None:
                 stop = time.monotonic() + seconds
                 work = [soak.file_worker(fd, i, stop) for i in range(FILE_WORKERS)]
@@ -165,9 +164,7 @@ async def test_soak_with_random_cancellations(name, tmp_path: Path, monkeypatch)
             # baseline is taken after it, so growth over the rest is a leak.
             await phase(SECONDS / 4)
             base_rss, base_fds, base_threads = (
-                rss_kib(),
-                len(os.listdir("/proc/self/fd")),
-                user_thread_count(),
+                rss_kib(), len(os.listdir("/proc/self/fd")), user_thread_count()
             )
             await phase(SECONDS * 3 / 4)
             for _ in range(100):  # every completion reaped

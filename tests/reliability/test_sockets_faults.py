@@ -12,9 +12,7 @@ import textwrap
 def run_script(body: str, logged: str | None = None) -> subprocess.CompletedProcess[str]:
     """Runs `body`; stderr must hold no traceback except one logged with `logged`."""
     out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(body)],
-        capture_output=True,
-        text=True,
+        [sys.executable, "-c", textwrap.dedent(body)], capture_output=True, text=True,
         timeout=120,
     )
     assert out.returncode == 0, out.stdout + out.stderr

@@ -18,14 +18,7 @@ from .kernel import AioFileEngine, UringFileEngine
 from .thread import ThreadEngine
 
 __all__ = [
-    "ENGINES",
-    "EngineInfo",
-    "FileEngine",
-    "NowaitHint",
-    "Outcome",
-    "engine_info",
-    "get",
-    "reset",
+    "ENGINES", "EngineInfo", "FileEngine", "NowaitHint", "Outcome", "engine_info", "get", "reset",
 ]
 
 ENGINES: dict[str, type[FileEngine]] = {
@@ -82,7 +75,9 @@ def engine_info() -> EngineInfo:
     if _info is None:
         forced = os.environ.get("RINGIO_ENGINE", "").strip().lower()
         if forced and forced not in ENGINES:
-            raise ValueError(f"RINGIO_ENGINE={forced!r}: expected one of {', '.join(PREFERENCE)}")
+            raise ValueError(
+                f"RINGIO_ENGINE={forced!r}: expected one of {', '.join(PREFERENCE)}"
+            )
         refused: dict[str, str] = {}
         for name in PREFERENCE:
             if forced and name != forced:

@@ -112,25 +112,15 @@ class FileEngine(abc.ABC):
     # -- data -------------------------------------------------------------------
     @abc.abstractmethod
     async def pread(
-        self,
-        fd: int,
-        buf: Any,
-        offset: int,
-        hint: NowaitHint | None = None,
-        *,
-        outcome: Outcome | None = None,
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
     ) -> int:
         """Reads into `buf` at `offset`; returns the byte count (0 at end of file)."""
 
     @abc.abstractmethod
     async def pwrite(
-        self,
-        fd: int,
-        data: Any,
-        offset: int,
-        hint: NowaitHint | None = None,
-        *,
-        outcome: Outcome | None = None,
+        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
     ) -> int:
         """Writes `data` at `offset`; returns the byte count (possibly short)."""
 
@@ -190,13 +180,8 @@ class FileEngine(abc.ABC):
 
     @abc.abstractmethod
     async def rename(
-        self,
-        src: Any,
-        dst: Any,
-        *,
-        src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None,
-        flags: int = 0,
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, flags: int = 0,
     ) -> None:
         """renameat2; `flags` 0 replaces an existing `dst` (os.replace semantics)."""
 
@@ -211,13 +196,8 @@ class FileEngine(abc.ABC):
 
     @abc.abstractmethod
     async def link(
-        self,
-        src: Any,
-        dst: Any,
-        *,
-        src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None,
-        follow_symlinks: bool = True,
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
     ) -> None: ...
 
     @abc.abstractmethod
@@ -280,13 +260,8 @@ class PoolPathOps:
         await self.run_sync(os.ftruncate, fd, length)
 
     async def rename(
-        self,
-        src: Any,
-        dst: Any,
-        *,
-        src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None,
-        flags: int = 0,
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, flags: int = 0,
     ) -> None:
         if flags:
             raise ValueError("rename flags need the uring engine")
@@ -304,20 +279,12 @@ class PoolPathOps:
         await self.run_sync(lambda: os.mkdir(path, mode, dir_fd=dir_fd))
 
     async def link(
-        self,
-        src: Any,
-        dst: Any,
-        *,
-        src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None,
-        follow_symlinks: bool = True,
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
     ) -> None:
         await self.run_sync(
             lambda: os.link(
-                src,
-                dst,
-                src_dir_fd=src_dir_fd,
-                dst_dir_fd=dst_dir_fd,
+                src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd,
                 follow_symlinks=follow_symlinks,
             )
         )

@@ -60,10 +60,7 @@ class KernelEngine(FileEngine):
             raise ValueError("I/O operation on closed engine")
 
     def _run(
-        self,
-        make: Callable[..., _core.Op],
-        *args: Any,
-        outcome: Outcome | None = None,
+        self, make: Callable[..., _core.Op], *args: Any, outcome: Outcome | None = None,
         **kwargs: Any,
     ) -> asyncio.Future:
         fut = self.loop.create_future()
@@ -74,13 +71,8 @@ class KernelEngine(FileEngine):
         return self._proactor.start(op)
 
     async def pread(
-        self,
-        fd: int,
-        buf: Any,
-        offset: int,
-        hint: NowaitHint | None = None,
-        *,
-        outcome: Outcome | None = None,
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
     ) -> int:
         _check_offset(offset)
         self._check_open()
@@ -117,13 +109,8 @@ class KernelEngine(FileEngine):
         return bytes(buf)
 
     async def pwrite(
-        self,
-        fd: int,
-        data: Any,
-        offset: int,
-        hint: NowaitHint | None = None,
-        *,
-        outcome: Outcome | None = None,
+        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
     ) -> int:
         _check_offset(offset)
         self._check_open()
@@ -255,13 +242,8 @@ class UringFileEngine(KernelEngine):
         await self._run(_core.ftruncate, fd, length)
 
     async def rename(
-        self,
-        src: Any,
-        dst: Any,
-        *,
-        src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None,
-        flags: int = 0,
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, flags: int = 0,
     ) -> None:
         await self._run(
             _core.renameat, src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, flags=flags
@@ -277,20 +259,11 @@ class UringFileEngine(KernelEngine):
         await self._run(_core.mkdirat, path, mode, dir_fd=dir_fd)
 
     async def link(
-        self,
-        src: Any,
-        dst: Any,
-        *,
-        src_dir_fd: int | None = None,
-        dst_dir_fd: int | None = None,
-        follow_symlinks: bool = True,
+        self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None, follow_symlinks: bool = True,
     ) -> None:
         await self._run(
-            _core.linkat,
-            src,
-            dst,
-            src_dir_fd=src_dir_fd,
-            dst_dir_fd=dst_dir_fd,
+            _core.linkat, src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd,
             follow_symlinks=follow_symlinks,
         )
 
@@ -350,3 +323,4 @@ class AioFileEngine(PoolPathOps, KernelEngine):
 
     async def fstat(self, fd: int) -> os.stat_result:
         return os.fstat(fd)  # served from the inode in memory
+

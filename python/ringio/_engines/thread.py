@@ -23,25 +23,15 @@ class ThreadEngine(PoolPathOps, FileEngine):
     name = "thread"
 
     async def pread(
-        self,
-        fd: int,
-        buf: Any,
-        offset: int,
-        hint: NowaitHint | None = None,
-        *,
-        outcome: Outcome | None = None,
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
     ) -> int:
         check_offset(offset)
         return await self._tracked(outcome, os.preadv, fd, [buf], offset)
 
     async def pwrite(
-        self,
-        fd: int,
-        data: Any,
-        offset: int,
-        hint: NowaitHint | None = None,
-        *,
-        outcome: Outcome | None = None,
+        self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
     ) -> int:
         check_offset(offset)
         return await self._tracked(outcome, os.pwrite, fd, data, offset)
