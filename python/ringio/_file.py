@@ -823,7 +823,10 @@ class AsyncFileIO(_Base):
         offset = operator.index(offset)
         whence = operator.index(whence)
         if whence not in (os.SEEK_SET, os.SEEK_CUR, os.SEEK_END, os.SEEK_DATA, os.SEEK_HOLE):
-            raise ValueError(f"whence value {whence} unsupported")
+            if self._buffered:
+                raise ValueError(f"whence value {whence} unsupported")
+            if self._seekable:  # as FileIO: lseek refuses it (a pipe: ESPIPE, below)
+                raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         if not self._seekable:
             if self._buffered:
                 raise io.UnsupportedOperation("File or stream is not seekable.")
