@@ -642,11 +642,26 @@ def in_thread(fn: Any, *args: Any) -> Any:
 
 
 def run_inside_loop() -> Any:
+    """ringio.run inside a running loop: RuntimeError, as asyncio.run, and no
+    warning (no loop made and left half shut down)."""
+    import warnings
+
     coro = asyncio.sleep(0)
-    try:
-        return ringio.run(coro)
-    finally:
-        coro.close()
+    message = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            ringio.run(coro)
+        except RuntimeError as e:
+            message = str(e)
+        finally:
+            coro.close()
+        gc.collect()  # the traceback is gone: what it held is collected now
+    if caught:
+        raise AssertionError(f"warned: {caught[0].message}")
+    if message is None:
+        return "no error"
+    raise RuntimeError(message)
 
 
 async def raises(exc: BaseException) -> None:
@@ -894,3 +909,44 @@ def aiofiles_install_twice(aiofiles: Any) -> bool:
 async def tempdir_close_twice(cm: Any) -> Any:
     td = await cm
     return await td.close(), await td.close()
+
+
+async def aiofiles_many(aiofiles: Any, path: str, n: int) -> int:
+    """n files opened and read at once (more than any queue depth): all complete."""
+
+    async def one(i: int) -> bool:
+        async with aiofiles.open(path, "rb") as f:
+            await f.seek(i)
+            return await f.read(4) == (await _payload(path))[i : i + 4]
+
+    return sum(await asyncio.gather(*(one(i) for i in range(n))))
+
+
+async def _payload(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+async def tempfiles_many(tmp: str, n: int) -> bool:
+    """n named temporary files made at once: distinct names, all removed on close."""
+    files = await asyncio.gather(
+        *(ringio.tempfile.NamedTemporaryFile(dir=tmp, prefix="many") for _ in range(n))
+    )
+    names = {f.name for f in files}
+    await asyncio.gather(*(f.close() for f in files))
+    left = [x for x in os.listdir(tmp) if x.startswith("many")]
+    return len(names) == n and not left
+
+
+async def with_stdin(aiofiles: Any, rpipe: int, name: str, call: Any) -> Any:
+    """sys.stdin over a pipe for the call (under pytest it is a pseudo-file with no
+    fd, which aiofiles' stdin cannot use either)."""
+    import io
+    import sys
+
+    old = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.FileIO(rpipe, "r", closefd=False), encoding="utf-8")
+    try:
+        return await call(getattr(aiofiles, name))
+    finally:
+        sys.stdin = old

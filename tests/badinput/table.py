@@ -14,7 +14,9 @@ write-only), ``dirfd`` (a directory), ``badfd`` (a number that is not open), ``r
 (non-contiguous view), ``big`` (2**63-1), ``huge`` (2**64); per group ``ctx``,
 ``ring``, ``actx``, ``lctx``, ``cctx``, ``w`` (a Watcher), ``f``/``fr``/``fw``/``fc``
 (read-write / read-only / write-only / closed ringio files), ``loop`` and their
-``closed_*`` twins.
+``closed_*`` twins; ``aiofiles`` (``ringio.compat.aiofiles``), ``lab``
+(``ringio.compat.linux_aio_bind``); in the tempfile group ``ntf``, ``sp``/``spr``
+(spooled, in memory / rolled over), ``spc``/``sprc`` (closed twins) and ``td``.
 """
 
 from __future__ import annotations
@@ -1970,6 +1972,12 @@ row(
     "type(aiofiles.open(missing)).__name__",
     OK("an AiofilesContextManager, no fd opened", "r == 'AiofilesContextManager'"),
 )
+row(
+    AF + ".open",
+    "200 files at once (back-pressure, not failure)",
+    "await scenarios.aiofiles_many(aiofiles, path, 200)",
+    OK("all 200 read right", "r == 200"),
+)
 TP = AF + ".threadpool"
 row(TP + ".wrap", "not a file", "aiofiles.threadpool.wrap(5)", TypeError)
 row(
@@ -1994,8 +2002,13 @@ for name, bad, expect in (
     ("stderr_bytes", "None", TypeError),
 ):
     row(f"{AF}.{name}.write", "wrong data type", f"await aiofiles.{name}.write({bad})", expect)
-row(AF + ".stdin.read", "size is a str", "await aiofiles.stdin.read('x')", TypeError)
-row(AF + ".stdin_bytes.read", "size is a str", "await aiofiles.stdin_bytes.read('x')", TypeError)
+for name in ("stdin", "stdin_bytes"):
+    row(
+        f"{AF}.{name}.read",
+        "size is a str (sys.stdin a pipe)",
+        f"await scenarios.with_stdin(aiofiles, rpipe, {name!r}, lambda s: s.read('x'))",
+        TypeError,
+    )
 row(
     AF + ".stdout.write",
     "the stream was closed (sys.stdout replaced by a closed file)",
@@ -2427,6 +2440,12 @@ for fn in ("TemporaryFile", "NamedTemporaryFile"):
         f"scenarios.pending_dropped({rt}.{fn}(dir=tmp), tmp)",
         OK("nothing created, no warning", "r == []"),
     )
+row(
+    RT + ".NamedTemporaryFile",
+    "100 at once (back-pressure, not failure)",
+    "await scenarios.tempfiles_many(tmp, 100)",
+    OK("100 distinct files, all removed on close", "r is True"),
+)
 row(
     RT + ".NamedTemporaryFile",
     "suffix with a NUL",
