@@ -950,3 +950,18 @@ async def with_stdin(aiofiles: Any, rpipe: int, name: str, call: Any) -> Any:
         return await call(getattr(aiofiles, name))
     finally:
         sys.stdin = old
+
+
+def ring_readv_resize_in_flight(ring: uring.Ring, rpipe: int, wpipe: int) -> tuple[str, bytes]:
+    """A vectored read holds each buffer of its list as the single read does."""
+    first, second = bytearray(1), bytearray(8)
+    ring.submit([uring.preadv(rpipe, [first, second], 0)])
+    outcome = "resized"
+    try:
+        second.extend(b"x" * 100000)
+    except BufferError:
+        outcome = "BufferError"
+    os.write(wpipe, b"hi")
+    [done] = ring.get_events(1, timeout=5)
+    n = done.result()
+    return outcome, bytes(first + second)[:n]

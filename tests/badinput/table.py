@@ -1375,6 +1375,13 @@ row(
     "scenarios.ring_result(ring, uring.preadv(dirfd, [bytearray(4)], 0))",
     OK("completion error EISDIR", "r == -errno.EISDIR"),
 )
+row(
+    "ringio.uring.preadv",
+    "a buffer of the list resized while in flight",
+    "scenarios.ring_readv_resize_in_flight(ring, rpipe, wpipe)",
+    OK("BufferError at the resize; the read completes", "r == ('BufferError', b'hi')"),
+    isolate=True,
+)
 row("ringio.uring.pwritev", "a str in the list", "uring.pwritev(fd, ['ab'], 0)", TypeError)
 row(
     "ringio.uring.pwritev",
