@@ -462,7 +462,7 @@ class AsyncFileIO(_Base):
     async def read1(self, size: int = -1) -> bytes:
         """Reads up to `size` bytes with at most one read from the file."""
         self._check_readable()
-        size = _index(size)
+        size = _index(size, allow_none=False)  # as io's read1: None is a TypeError
         async with self._lock:
             await self._before_read()
             if size < 0:
@@ -786,7 +786,7 @@ class AsyncFileIO(_Base):
 
     async def writelines(self, lines: Iterable[Any]) -> None:
         """Writes every bytes-like object of `lines` (no separators added)."""
-        self._check_writable()
+        self._check_closed()  # as io: not writable fails at the first write
         for line in lines:
             await self.write(line)
 
@@ -823,7 +823,10 @@ class AsyncFileIO(_Base):
         offset = operator.index(offset)
         whence = operator.index(whence)
         if whence not in (os.SEEK_SET, os.SEEK_CUR, os.SEEK_END, os.SEEK_DATA, os.SEEK_HOLE):
-            raise ValueError(f"whence value {whence} unsupported")
+            if self._buffered:
+                raise ValueError(f"whence value {whence} unsupported")
+            if self._seekable:  # as FileIO: lseek refuses it (a pipe: ESPIPE, below)
+                raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         if not self._seekable:
             if self._buffered:
                 raise io.UnsupportedOperation("File or stream is not seekable.")
@@ -1288,6 +1291,7 @@ class AsyncTextFile(_Base):
 
     async def writelines(self, lines: Iterable[str]) -> None:
         """Writes every str of `lines` (no separators added)."""
+        self._check_closed()  # as io: even with nothing to write
         for line in lines:
             await self.write(line)
 
