@@ -1541,6 +1541,32 @@ def _parse_mode(mode: str) -> tuple[str, str, bool]:
     return raw, kind, "b" in modes
 
 
+def _check_text_args(
+    encoding: str | None, errors: str | None, newline: str | None, buffering: int,
+    direct: bool,
+) -> str:
+    """Validates the text layer's arguments as io.open does; returns the encoding."""
+    if newline not in (None, "", "\n", "\r", "\r\n"):
+        raise ValueError(f"illegal newline value: {newline}")
+    if buffering == 0:
+        raise ValueError("can't have unbuffered text I/O")
+    if direct:
+        raise ValueError("direct=True needs binary mode")
+    if encoding is None:
+        encoding = "locale"
+        if sys.flags.warn_default_encoding:
+            warnings.warn("'encoding' argument not specified", EncodingWarning, 3)
+    if encoding == "locale":
+        encoding = locale.getpreferredencoding(False)
+    if not codecs.lookup(encoding)._is_text_encoding:
+        raise LookupError(
+            f"{encoding!r} is not a text encoding; use codecs.open() to handle arbitrary codecs"
+        )
+    if errors is not None:
+        codecs.lookup_error(errors)
+    return encoding
+
+
 async def _open(
     file: Any, mode: str, buffering: int, encoding: str | None, errors: str | None,
     newline: str | None, closefd: bool, opener: Any, direct: bool,
@@ -1572,24 +1598,17 @@ async def _open(
     else:
         if newline is not None and not isinstance(newline, str):
             raise TypeError(f"open() argument 'newline' must be str or None, not {type(newline).__name__}")  # noqa: E501
-        if newline not in (None, "", "\n", "\r", "\r\n"):
-            raise ValueError(f"illegal newline value: {newline}")
-        if buffering == 0:
-            raise ValueError("can't have unbuffered text I/O")
-        if direct:
-            raise ValueError("direct=True needs binary mode")
-        if encoding is None:
-            encoding = "locale"
-            if sys.flags.warn_default_encoding:
-                warnings.warn("'encoding' argument not specified", EncodingWarning, 2)
-        if encoding == "locale":
-            encoding = locale.getpreferredencoding(False)
-        if not codecs.lookup(encoding)._is_text_encoding:
-            raise LookupError(
-                f"{encoding!r} is not a text encoding; use codecs.open() to handle arbitrary codecs"
-            )
-        if errors is not None:
-            codecs.lookup_error(errors)
+        try:
+            encoding = _check_text_args(encoding, errors, newline, buffering, direct)
+        except (ValueError, LookupError):
+            # io.open has already made the FileIO when the text layer refuses these,
+            # so an fd it was handed is closed (with closefd=True): do the same.
+            if isinstance(file, int) and file >= 0 and closefd:
+                try:
+                    os.close(file)
+                except OSError:
+                    pass
+            raise
     if isinstance(file, int) and file < 0:
         raise ValueError("negative file descriptor")
     if not isinstance(file, int) and not closefd:

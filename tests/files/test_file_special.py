@@ -101,6 +101,36 @@ async def test_direct(engine, tmp_path, case):
     assert p.read_bytes() == payload
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "closed"),
+    [
+        ({"encoding": "no-such-codec"}, LookupError, True),
+        ({"encoding": "hex"}, LookupError, True),
+        ({"buffering": 0}, ValueError, True),
+        ({"newline": "x"}, ValueError, True),
+        ({"newline": 5}, TypeError, False),
+    ],
+)
+async def test_refused_text_args_close_a_given_fd_as_io_open_does(
+    engine, tmp_path, kwargs, exc, closed
+):
+    p = tmp_path / "t.txt"
+    p.write_text("x")
+    for opener in (io.open, ringio.open):
+        fd = os.open(p, os.O_RDONLY)
+        with pytest.raises(exc):
+            result = opener(fd, "r", **kwargs)
+            if opener is ringio.open:
+                await result
+        try:
+            os.fstat(fd)
+            still_open = True
+            os.close(fd)
+        except OSError:
+            still_open = False
+        assert still_open is not closed, (opener, kwargs)
+
+
 async def test_bad_input(engine, tmp_path):
     missing = tmp_path / "missing.txt"
     with pytest.raises(FileNotFoundError) as ei:
