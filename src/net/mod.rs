@@ -748,15 +748,15 @@ impl WatcherCore {
     /// Puts back a ring buffer that is out of the ring and already counted so.
     fn return_held(&mut self, bid: u16) {
         let pool = self.pool.as_mut().expect("pool");
-        pool.push(bid);
-        pool.publish();
+        pool.give(bid);
+        pool.refill();
     }
 
     fn give_back(&mut self, bid: u16) {
         let pool = self.pool.as_mut().expect("pool");
         pool.available -= 1;
-        pool.push(bid);
-        pool.publish();
+        pool.give(bid);
+        pool.refill();
     }
 
     /// The ready results, for `wait` to return: their ring buffers become last
@@ -781,10 +781,10 @@ impl WatcherCore {
                 keep.push(v);
             } else {
                 r.expired.store(true, Ordering::Relaxed);
-                pool.push(r.bid);
+                pool.give(r.bid);
             }
         }
-        pool.publish();
+        pool.refill();
         self.pinned = keep;
         let _ = py;
     }
@@ -926,8 +926,8 @@ impl WatcherCore {
             }),
         }
         c.heap_bytes += n;
-        pool.push(bid);
-        pool.publish();
+        pool.give(bid);
+        pool.refill();
     }
 
     /// Serves queued reads from the read-ahead, EOF and errors; puts the head read
@@ -1392,6 +1392,7 @@ impl WatcherCore {
                 libc::ENOBUFS => {
                     c.starved = true;
                     self.starved.push(cid);
+                    self.pool.as_mut().expect("pool").grow();
                 }
                 libc::ECANCELED => {}
                 libc::EINVAL if !more => {
@@ -1434,10 +1435,14 @@ impl WatcherCore {
             }
             let errno = -res;
             if errno == libc::ENOBUFS && why.is_none() {
-                // Buffer ring ran dry: retried at the next wait_io, after recycling.
+                // Buffer ring ran dry: retried at the next wait_io, after recycling
+                // (and with more buffers provided from now on).
                 let c = self.conn(cid).expect("conn");
                 c.starved = true;
                 self.starved.push(cid);
+                if let Some(pool) = self.pool.as_mut() {
+                    pool.grow();
+                }
                 return;
             }
             let fail = if let Some(w) = why {
@@ -2094,7 +2099,7 @@ impl WatcherCore {
             self.defer,
             self.mshot_recv_ok,
             p.map_or(0, |p| p.nbufs as usize),
-            p.map_or(0, |p| p.available),
+            p.map_or(0, BufRing::free),
         )
     }
 }
