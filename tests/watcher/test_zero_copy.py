@@ -33,8 +33,8 @@ def _settle(w: ringio.Watcher) -> None:
 
 def _pool(w: ringio.Watcher) -> tuple[int, int]:
     """(free buffers: in the ring or spare, nbufs)."""
-    _defer, _mshot, nbufs, available = w._core.info()
-    return available, nbufs
+    _defer, _mshot, nbufs, free = w._core.info()
+    return free, nbufs
 
 
 @pytest.mark.parametrize("server", ["own-buffer", "ring-buffer"])
