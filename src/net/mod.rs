@@ -842,7 +842,7 @@ impl WatcherCore {
             let Some(front) = c.backlog.front_mut() else {
                 break;
             };
-            // SAFETY (pointer math, both arms): `done + n <= len` of the view.
+            // SAFETY: pointer math within the pinned view: `done < len` (loop condition).
             let dst = unsafe { v.ptr().add(op.done) };
             let n = match front {
                 Seg::Ring { bid, off, len } => {
