@@ -76,7 +76,8 @@ sanitize: install miri
 		$(PY) -m pytest -q -p no:cacheprovider -o timeout=300 -o timeout_method=thread \
 		$(SANITIZE_SKIP) $(SANITIZE_TESTS)
 
-# Miri on the Rust unit tests: the pure-Rust unsafe code (aligned allocations,
+# Miri on the Rust unit tests: the pure-Rust unsafe code (aligned allocations, the
+# provided-buffer ring's entries and release-published tail,
 # sockaddr casts, the statx buffer, the iocb layout). Tests that call the kernel are
 # marked `cfg_attr(miri, ignore)`: Miri cannot run io_uring or AIO syscalls.
 miri:
