@@ -362,7 +362,7 @@ unsafe extern "C" fn iter_anext(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
                 } else {
                     // An earlier __anext__() result not awaited yet: this line
                     // gets an awaitable of its own.
-                    let aw = alloc_iter(Py_TYPE(slf), ptr::null_mut());
+                    let aw = alloc_iter(ffi::Py_TYPE(slf), ptr::null_mut());
                     if !aw.is_null() {
                         (*(aw as *mut LineIter)).ready = line.into_ptr();
                     }
@@ -387,14 +387,7 @@ unsafe extern "C" fn iter_anext(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
     }
 }
 
-#[allow(non_snake_case)]
-#[inline]
-unsafe fn Py_TYPE(obj: *mut ffi::PyObject) -> *mut ffi::PyTypeObject {
-    // SAFETY: `obj` is a live object (caller's contract).
-    unsafe { ffi::Py_TYPE(obj) }
-}
-
-/// `__aiter__` and `__await__`: the object itself.
+/// `__aiter__`, `__await__` and `__iter__` (`yield from`): the object itself.
 unsafe extern "C" fn iter_self(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
     // SAFETY: `slf` is a live object handed to us by CPython.
     unsafe { ffi::Py_INCREF(slf) };
@@ -468,7 +461,7 @@ unsafe extern "C" fn iter_traverse(
             }
         }
         // Heap type instances also visit their type.
-        visit(Py_TYPE(slf) as *mut ffi::PyObject, arg)
+        visit(ffi::Py_TYPE(slf) as *mut ffi::PyObject, arg)
     }
 }
 
@@ -490,7 +483,7 @@ unsafe extern "C" fn iter_dealloc(slf: *mut ffi::PyObject) {
     unsafe {
         ffi::PyObject_GC_UnTrack(slf as *mut c_void);
         iter_clear(slf);
-        let tp = Py_TYPE(slf);
+        let tp = ffi::Py_TYPE(slf);
         ffi::PyObject_GC_Del(slf as *mut c_void);
         ffi::Py_DECREF(tp as *mut ffi::PyObject);
     }
@@ -514,6 +507,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         slot(ffi::Py_tp_dealloc, iter_dealloc as *mut c_void),
         slot(ffi::Py_tp_traverse, iter_traverse as *mut c_void),
         slot(ffi::Py_tp_clear, iter_clear as *mut c_void),
+        slot(ffi::Py_tp_iter, iter_self as *mut c_void),
         slot(ffi::Py_tp_iternext, iter_next as *mut c_void),
         slot(ffi::Py_am_aiter, iter_self as *mut c_void),
         slot(ffi::Py_am_anext, iter_anext as *mut c_void),
