@@ -439,3 +439,34 @@ def test_stdlib_lines_unchanged_by_splitlines_breaks(tmp_path):
     p.write_bytes("a\u2028b\x0cc\n".encode())
     assert reference(p, encoding="utf-8") == ["a\u2028b\x0cc\n"]
     assert io.StringIO("a\u2028b\n").readlines() == ["a\u2028b\n"]
+
+
+@pytest.mark.parametrize("mode", ["rb", "r"])
+async def test_pipe_iteration_with_a_slow_writer(engine, mode):
+    """A pipe: lines arrive in pieces, a line split across writes, and iteration
+    waits for the writer; readline() mixed in."""
+    r, w = os.pipe()
+    kw = {} if "b" in mode else {"encoding": "utf-8"}
+    fr = await ringio.open(r, mode, **kw)
+    fw = await ringio.open(w, "wb", buffering=0)
+    # A line longer than the 64 KiB pipe, in writes smaller than it (the aio
+    # engine's pipe write blocks the loop while a write does not fit).
+    pieces = [b"one\ntw", b"o\nthree\nfo", b"ur\n\xe2\x82", b"\xac\n"]
+    pieces += [b"x" * 10_000] * 10 + [b"\nend"]
+
+    async def writer() -> None:
+        for p in pieces:
+            await asyncio.sleep(0.01)
+            await fw.write(p)
+        await fw.close()
+
+    task = asyncio.create_task(writer())
+    got = []
+    async for line in fr:
+        got.append(line)
+        if len(got) == 2:
+            got.append(await fr.readline())
+    await task
+    await fr.close()
+    want = b"".join(pieces).splitlines(keepends=True)
+    assert got == (want if "b" in mode else [x.decode() for x in want])
