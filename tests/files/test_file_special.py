@@ -27,6 +27,27 @@ async def test_pipe_read_write(engine):
         assert await fr.read() == b" two\n"
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_a_write_bigger_than_the_pipe_while_this_loop_reads(engine, buffering):
+    """A blocking pipe: the write must not wait inside a syscall for room that only
+    this same loop's reader can make."""
+    r, w = os.pipe()
+    payload = os.urandom(1 << 20)  # 16 times the pipe's default capacity
+    async with ringio.open(r, "rb") as fr, ringio.open(w, "wb", buffering=buffering) as fw:
+
+        async def writer() -> None:
+            view = memoryview(payload)
+            while view:  # a raw (unbuffered) write may be partial, as FileIO's
+                view = view[await fw.write(view) :]
+            await fw.close()
+
+        task = asyncio.ensure_future(writer())
+        got = await asyncio.wait_for(fr.read(), timeout=20)
+        await task
+    assert got == payload
+
+
 async def test_fifo_text(engine, tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

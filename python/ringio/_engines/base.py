@@ -89,6 +89,26 @@ class Outcome:
         return res
 
 
+# A terminal reports POLLOUT with room for at least WAKEUP_CHARS bytes.
+_TTY_ROOM = 256
+
+
+def write_what_fits(fd: int, data: Any) -> int | None:
+    """After POLLOUT: writes only what fits now, never waiting inside the syscall
+    (a blocking write of more would wait until all fit, forever if the same loop is
+    the reader). Pipes and sockets take a part with RWF_NOWAIT; None when another
+    writer took the room first."""
+    try:
+        return os.pwritev(fd, [data], -1, os.RWF_NOWAIT)
+    except BlockingIOError:
+        return None
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    # Terminals refuse RWF_NOWAIT.
+    return os.write(fd, memoryview(data).cast("B")[:_TTY_ROOM])
+
+
 async def _settle_thread(
     cf: concurrent.futures.Future[int], loop: asyncio.AbstractEventLoop
 ) -> int | None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import _core
 from .._proactor import Proactor
-from .base import FileEngine, NowaitHint, Outcome, PoolPathOps
+from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, write_what_fits
 from .base import check_offset as _check_offset
 
 AT_EMPTY_PATH = 0x1000
@@ -314,8 +314,11 @@ class AioFileEngine(PoolPathOps, KernelEngine):
 
     async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:
         if os.get_blocking(fd):
-            await self.poll(fd, select.POLLOUT)
-            return os.write(fd, data)
+            while True:
+                await self.poll(fd, select.POLLOUT)
+                n = write_what_fits(fd, data)
+                if n is not None:
+                    return n
         return await self._stream(fd, select.POLLOUT, lambda: os.write(fd, data))
 
     async def close(self, fd: int) -> None:

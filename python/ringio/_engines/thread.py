@@ -9,7 +9,7 @@ import select
 from collections.abc import Sequence
 from typing import Any
 
-from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, check_offset
+from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, check_offset, write_what_fits
 
 
 def _ready_mask(fd: int, events: int) -> int:
@@ -74,8 +74,10 @@ class ThreadEngine(PoolPathOps, FileEngine):
         return await self._tracked(outcome, os.readv, fd, [buf])
 
     async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:
-        if await self._wait_ready(fd, select.POLLOUT):
-            return os.write(fd, data)
+        while await self._wait_ready(fd, select.POLLOUT):
+            n = write_what_fits(fd, data)
+            if n is not None:
+                return n
         return await self._tracked(outcome, os.write, fd, data)
 
     async def fsync(self, fd: int) -> None:
