@@ -34,6 +34,13 @@ pub fn eventfd_drain(fd: RawFd) -> u64 {
     }
 }
 
+/// Adds 1 to an eventfd counter, so that whoever polls it wakes up.
+pub fn eventfd_signal(fd: RawFd) {
+    let value: u64 = 1;
+    // SAFETY: `value` is 8 readable bytes, the size an eventfd write requires.
+    unsafe { libc::write(fd, (&value as *const u64).cast(), 8) };
+}
+
 /// What statx(STATX_DIOALIGN) reports for O_DIRECT on an open file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DioAlign {

@@ -17,6 +17,8 @@ const INTERNAL_TOKEN: u64 = u64::MAX;
 const MAX_RW_COUNT: usize = 0x7fff_f000;
 
 pub(crate) const IORING_ENTER_GETEVENTS: u32 = 1;
+/// How many times `run_deferred` re-enters for work that arrived while it ran.
+const RUN_DEFERRED_ROUNDS: usize = 8;
 const IORING_ENTER_EXT_ARG: u32 = 8;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -57,8 +59,12 @@ fn build(opts: &Options, attempt: usize) -> io::Result<(IoUring, Setup)> {
         .setup_cqsize(opts.entries.saturating_mul(4));
     let defer = opts.single_issuer && attempt == 0 && opts.sqpoll_idle_ms.is_none();
     if defer {
-        b.setup_single_issuer().setup_defer_taskrun();
-        flags.extend(["SINGLE_ISSUER", "DEFER_TASKRUN"]);
+        // TASKRUN_FLAG: the kernel sets IORING_SQ_TASKRUN while completions wait
+        // for the owner to enter (see `UringEngine::run_deferred`).
+        b.setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_taskrun_flag();
+        flags.extend(["SINGLE_ISSUER", "DEFER_TASKRUN", "TASKRUN_FLAG"]);
     } else if attempt <= 1 {
         b.setup_coop_taskrun();
         flags.push("COOP_TASKRUN");
@@ -126,6 +132,39 @@ impl UringEngine {
     /// Runs deferred task work and flushes overflowed CQEs into the CQ.
     fn get_events(&self) -> io::Result<()> {
         enter(self.ring()?.as_raw_fd(), 0, 0, IORING_ENTER_GETEVENTS, None).map(drop)
+    }
+
+    /// DEFER_TASKRUN: posts the completions waiting for this thread, without the
+    /// eventfd signal each posted CQE would otherwise send.
+    ///
+    /// With DEFER_TASKRUN a completion signals the eventfd twice: once when the
+    /// device completes it (its task work is queued for us), and again when our
+    /// io_uring_enter runs that task work and posts the CQE. The second signal
+    /// comes after the caller has drained the eventfd, so the loop would wake once
+    /// more for nothing (one more epoll_wait, eventfd read and io_uring_enter per
+    /// wake-up). Notifications are disabled while we run the task work; one that
+    /// arrives meanwhile is not lost: the kernel sets IORING_SQ_TASKRUN when it
+    /// queues work, and we look at that flag after re-enabling notifications and
+    /// run the work ourselves.
+    fn run_deferred(&mut self) -> io::Result<()> {
+        for _ in 0..RUN_DEFERRED_ROUNDS {
+            self.ring_mut()?.completion().disable_eventfd();
+            let entered = self.get_events();
+            let ring = self.ring_mut()?;
+            ring.completion().enable_eventfd();
+            // Re-enabling must be visible to the kernel before we read the flag it
+            // sets when it queues work (a store-load pair: this fence on our side,
+            // the kernel's atomic_or before it looks at our flag on its side).
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            entered?;
+            if !ring.submission().taskrun() {
+                return Ok(());
+            }
+        }
+        // Completions keep arriving faster than we post them: leave the rest for the
+        // next wake-up, which this signal guarantees.
+        crate::sys::eventfd_signal(self.notify_fd());
+        Ok(())
     }
 
     /// Pushes SQEs, entering the kernel only when the SQ is full.
@@ -426,7 +465,9 @@ impl Engine for UringEngine {
     }
 
     fn reap_now(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> io::Result<()> {
-        if self.setup.defer_taskrun || self.ring_mut()?.submission().cq_overflow() {
+        if self.setup.defer_taskrun {
+            self.run_deferred()?;
+        } else if self.ring_mut()?.submission().cq_overflow() {
             self.get_events()?;
         }
         let mut left = max;

@@ -352,3 +352,58 @@ def test_close_releases_the_ring_fd_even_while_the_object_lives():
         r.close()
     assert _ring_fds() == before  # not only at garbage collection
     assert all(r.closed for r in rings)
+
+
+def _readable(fd: int) -> bool:
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    return bool(p.poll(0))
+
+
+def _wait_readable(fd: int) -> None:
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    assert p.poll(10_000), "no completion signalled"
+
+
+def test_the_reap_that_posts_a_completion_leaves_the_eventfd_quiet(ring):
+    # A pipe read completes later, through task work: with DEFER_TASKRUN the kernel
+    # signals the eventfd when the data arrives and (before ringio suppressed it)
+    # again when reap() runs the task work and posts the CQE, waking the loop twice.
+    r, w = os.pipe()
+    try:
+        for i in range(20):
+            buf = bytearray(8)
+            ring.submit([uring.read(r, buf)])
+            os.write(w, b"%d" % i)
+            _wait_readable(ring.fileno())
+            done = ring.reap()
+            while not done:  # COOP_TASKRUN: the CQE may trail the signal
+                _wait_readable(ring.fileno())
+                done = ring.reap()
+            assert [c.res for c in done] == [len(b"%d" % i)]
+            assert not _readable(ring.fileno()), f"eventfd signalled again after reap {i}"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_no_completion_is_lost_while_reaps_run_the_deferred_work(ring):
+    # Completions keep arriving while reap() has the eventfd notifications off: each
+    # one still wakes a poller or is reaped, none waits forever.
+    socks = [socket.socketpair() for _ in range(32)]
+    try:
+        ops = [uring.read(a, bytearray(4)) for a, _ in socks]
+        ring.submit(ops)
+        got = 0
+        writer = threading.Thread(target=lambda: [b.send(b"ping") for _, b in socks])
+        writer.start()
+        while got < len(ops):
+            _wait_readable(ring.fileno())
+            got += len(ring.reap())
+        writer.join()
+        assert got == len(ops) and ring.in_flight == 0
+    finally:
+        for a, b in socks:
+            a.close()
+            b.close()
