@@ -6,6 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 
 use crate::engine::{Driver, Engine, RawCompletion, Waiter};
@@ -40,6 +41,22 @@ fn extract_ops<'py>(ops: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, Op>>> {
             })
         })
         .collect()
+}
+
+/// Resolves `op.data` as an asyncio future from the op's result; Ok(false) when
+/// it is already done.
+fn settle_future(py: Python<'_>, op: &Op, res: i64) -> PyResult<bool> {
+    let fut = op.data.bind(py);
+    if fut.call_method0(intern!(py, "done"))?.is_truthy()? {
+        return Ok(false);
+    }
+    if res < 0 {
+        let err = op.completion_error(py, res).into_value(py);
+        fut.call_method1(intern!(py, "set_exception"), (err,))?;
+    } else {
+        fut.call_method1(intern!(py, "set_result"), (res,))?;
+    }
+    Ok(true)
 }
 
 impl<E: Engine> PyDriver<E> {
@@ -192,6 +209,45 @@ impl<E: Engine> PyDriver<E> {
         }
         results.extend(self.finish(py, &raw)?);
         Ok(results)
+    }
+
+    /// What the asyncio proactor does on every wake-up, without a Python object per
+    /// completion: reaps what is available and settles each op's future (its
+    /// `data`) with `set_result(res)` or `set_exception(OSError)`. Returns the
+    /// completions it left alone, for the caller to handle: those whose future was
+    /// already done (cancelled), whose `data` is not a future, and any held back by
+    /// an interrupted wait or by close().
+    pub fn resolve_futures(&self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
+        let mut left: Vec<Py<Completion>> = std::mem::take(&mut *lock(&self.backlog));
+        let mut raw = Vec::new();
+        {
+            let mut driver = self.driver();
+            if driver.is_closed() {
+                return Ok(left);
+            }
+            driver.check_process()?;
+            crate::sys::eventfd_drain(driver.engine.notify_fd());
+            driver
+                .engine
+                .reap_now(&mut raw, usize::MAX)
+                .map_err(|e| errors::io_error(py, &e, None))?;
+        }
+        let (done, released) = self.driver().complete(py, &raw);
+        // Dropped outside the lock: releasing a buffer view can run Python code.
+        drop(released);
+        for (op, c) in done {
+            if !settle_future(py, op.get(), c.res).unwrap_or(false) {
+                left.push(Py::new(
+                    py,
+                    Completion {
+                        op,
+                        res: c.res,
+                        res2: c.res2,
+                    },
+                )?);
+            }
+        }
+        Ok(left)
     }
 
     pub fn cancel(&self, py: Python<'_>, op: &Bound<'_, Op>) -> PyResult<Option<Py<Completion>>> {

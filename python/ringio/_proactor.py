@@ -10,6 +10,9 @@ Cancellation semantics: cancelling the awaiting task cancels the future at once.
 An op that was still queued is dropped before it reaches the kernel. An op already
 in the kernel stays owned by the engine, buffers included, until its completion
 arrives; where the kernel can cancel it (``cancellable``), the driver asks it to.
+
+Completions are settled in Rust (``engine.resolve_futures()``): one call per
+wake-up resolves every future that is ready, with no Python object per completion.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ class Engine(Protocol):
 
     def submit(self, ops: list[Op]) -> int: ...
     def reap(self) -> list[Completion]: ...
+    def resolve_futures(self) -> list[Completion]: ...
     def cancel(self, op: Op) -> Completion | None: ...
     def fileno(self) -> int: ...
     def close(self) -> None: ...
@@ -132,7 +136,9 @@ class Proactor:
         self._queue.extendleft(reversed(rest))
 
     def _on_completions(self) -> None:
-        self._resolve(self._engine.reap())
+        left = self._engine.resolve_futures()
+        if left:
+            self._resolve(left)
         if self._queue and not self._flush_scheduled:
             self._flush()
 

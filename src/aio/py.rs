@@ -63,6 +63,14 @@ impl AioContext {
         self.inner.reap(py)
     }
 
+    /// Like `reap()`, but settles each op whose `data` is an asyncio future
+    /// (`set_result(res)` or `set_exception(OSError)`) instead of returning its
+    /// completion. Returns the completions it did not settle: those whose future
+    /// was already done (cancelled) or whose `data` is not a future.
+    fn resolve_futures(&self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
+        self.inner.resolve_futures(py)
+    }
+
     /// Asks the kernel to cancel `op`. Kernel AIO can cancel only POLL ops: for
     /// those this returns None and the completion (res = -ECANCELED) arrives through
     /// get_events. For other ops it raises OSError(EINVAL) and the op completes

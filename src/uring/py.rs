@@ -82,6 +82,14 @@ impl Ring {
         self.inner.reap(py)
     }
 
+    /// Like `reap()`, but settles each op whose `data` is an asyncio future
+    /// (`set_result(res)` or `set_exception(OSError)`) instead of returning its
+    /// completion. Returns the completions it did not settle: those whose future
+    /// was already done (cancelled) or whose `data` is not a future.
+    fn resolve_futures(&self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
+        self.inner.resolve_futures(py)
+    }
+
     /// Submits an async cancel for `op`. The op then completes with -ECANCELED, or
     /// with its own result if it finished first. Returns None.
     fn cancel(&self, py: Python<'_>, op: &Bound<'_, Op>) -> PyResult<Option<Py<Completion>>> {

@@ -254,3 +254,32 @@ def test_ringio_aligned_gives_an_aligned_writable_buffer():
 def test_ringio_aligned_rejects_a_bad_alignment(alignment):
     with pytest.raises(ValueError, match="power of two"):
         ringio.aligned(100, alignment)
+
+
+def test_resolve_futures_settles_futures_and_hands_back_the_rest(ctx, data_file):
+    import asyncio
+
+    fd, payload = data_file
+    loop = asyncio.new_event_loop()
+    try:
+        futs = [loop.create_future() for _ in range(8)]
+        bufs = [bytearray(32) for _ in futs]
+        cancelled = loop.create_future()
+        cancelled.cancel()
+        ops = [
+            aio.pread(fd, b, i * 32, data=f)
+            for i, (b, f) in enumerate(zip(bufs, futs, strict=True))
+        ]
+        ops.append(aio.pread(fd, bytearray(4), 0, data=cancelled))
+        ctx.submit(ops)
+        p = select.poll()
+        p.register(ctx.fileno(), select.POLLIN)
+        left: list = []
+        while ctx.in_flight:
+            assert p.poll(10_000), "no completion signalled"
+            left += ctx.resolve_futures()
+        assert [f.result() for f in futs] == [32] * 8
+        assert bufs == [bytearray(payload[i * 32 : (i + 1) * 32]) for i in range(8)]
+        assert [(c.data, c.res) for c in left] == [(cancelled, 4)]
+    finally:
+        loop.close()

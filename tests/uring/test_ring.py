@@ -407,3 +407,56 @@ def test_no_completion_is_lost_while_reaps_run_the_deferred_work(ring):
         for a, b in socks:
             a.close()
             b.close()
+
+
+def test_resolve_futures_settles_many_futures_in_one_call(ring, data_file):
+    import asyncio
+
+    fd, payload = data_file
+    loop = asyncio.new_event_loop()
+    try:
+        futs = [loop.create_future() for _ in range(16)]
+        bufs = [bytearray(64) for _ in futs]
+        ops = [
+            uring.pread(fd, b, i * 64, data=f)
+            for i, (b, f) in enumerate(zip(bufs, futs, strict=True))
+        ]
+        bad = loop.create_future()
+        ops.append(uring.pread(10_000, bytearray(1), 0, data=bad))  # not an open fd
+        ring.submit(ops)
+        left: list = []
+        while not all(f.done() for f in [*futs, bad]):
+            _wait_readable(ring.fileno())
+            left += ring.resolve_futures()
+        assert left == []
+        assert [f.result() for f in futs] == [64] * 16
+        assert bufs == [bytearray(payload[i * 64 : (i + 1) * 64]) for i in range(16)]
+        assert isinstance(bad.exception(), OSError) and bad.exception().errno == errno.EBADF
+        assert ring.in_flight == 0
+    finally:
+        loop.close()
+
+
+def test_resolve_futures_hands_back_what_it_cannot_settle(ring, data_file):
+    import asyncio
+
+    fd, _ = data_file
+    loop = asyncio.new_event_loop()
+    try:
+        cancelled = loop.create_future()
+        cancelled.cancel()
+        plain = object()
+        ops = [
+            uring.pread(fd, bytearray(8), 0, data=cancelled),
+            uring.pread(fd, bytearray(8), 8, data=plain),
+        ]
+        ring.submit(ops)
+        left: list = []
+        while len(left) < 2:
+            _wait_readable(ring.fileno())
+            left += ring.resolve_futures()
+        assert sorted(c.res for c in left) == [8, 8]
+        assert {id(c.data) for c in left} == {id(cancelled), id(plain)}
+        assert ring.in_flight == 0
+    finally:
+        loop.close()
