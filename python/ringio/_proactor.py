@@ -6,13 +6,16 @@ becomes readable. This driver queues the ops made during one loop turn and submi
 them together in one call at the end of that turn, watches the eventfd with
 ``loop.add_reader``, and resolves each op's future from its completion.
 
+Completions are settled in Rust (``engine.resolve_futures()``): one call per
+wake-up resolves every future that is ready, with no Python object per completion.
+
 Cancellation semantics: cancelling the awaiting task cancels the future at once.
 An op that was still queued is dropped before it reaches the kernel. An op already
 in the kernel stays owned by the engine, buffers included, until its completion
-arrives; where the kernel can cancel it (``cancellable``), the driver asks it to.
-
-Completions are settled in Rust (``engine.resolve_futures()``): one call per
-wake-up resolves every future that is ready, with no Python object per completion.
+arrives; where the kernel can cancel it (``cancellable``), the driver asks it to:
+either from a done-callback on the future (``start(op)``), or, cheaper, from the
+awaiting coroutine (``start(op, watch=False)`` then ``abandon(op)`` when the await
+raises), which spares a callback per op.
 """
 
 from __future__ import annotations
@@ -62,8 +65,12 @@ class Proactor:
     def loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
 
-    def start(self, op: Op) -> asyncio.Future[Any]:
-        """Queues `op` (whose `data` is its future) for this loop turn's submit."""
+    def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
+        """Queues `op` (whose `data` is its future) for this loop turn's submit.
+
+        With `watch`, cancelling the future also cancels the op in the kernel
+        (where it can be). ``watch=False`` leaves that to the caller, who awaits
+        the future and calls ``abandon(op)`` if the await raises."""
         if self._closed:
             raise ValueError("I/O operation on closed context")
         fut: asyncio.Future[Any] = op.data
@@ -71,9 +78,19 @@ class Proactor:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
-        if self._cancellable(op):
+        if watch and self._cancellable(op):
             fut.add_done_callback(lambda f: self._cancel_in_kernel(f, op))
         return fut
+
+    def abandon(self, op: Op) -> None:
+        """The awaiter of `op` (started with ``watch=False``) is gone: cancelled, or
+        its coroutine closed. Cancels the future if that has not happened yet (a
+        queued op is then never submitted) and asks the kernel to cancel the op."""
+        fut = op.data
+        if not fut.done():
+            fut.cancel()
+        if fut.cancelled() and self._cancellable(op):
+            self._cancel_in_kernel(fut, op)
 
     def settled(self, op: Op) -> asyncio.Future[int | None]:
         """After `op`'s future was cancelled: a future of what the kernel really did.

@@ -229,3 +229,80 @@ async def test_a_closed_engine_refuses_even_cached_reads(engine, data_file):
         await engine.pread(fd, bytearray(4), 0, engines.NowaitHint())
     with pytest.raises(ValueError, match="closed"):
         await engine.pread_bytes(fd, 4, 0)
+
+
+# -- cancellation and completion delivery -----------------------------------------
+
+
+def _kernel_queue(engine):
+    if engine.name == "thread":
+        pytest.skip("the thread engine has no kernel queue")
+    return engine._queue
+
+
+async def _until(predicate, what: str) -> None:
+    for _ in range(1000):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def test_cancelling_the_awaiting_task_cancels_the_op_in_the_kernel(engine):
+    queue = _kernel_queue(engine)
+    rfd, wfd = os.pipe()
+    try:
+        task = asyncio.ensure_future(engine.read(rfd, bytearray(8)))
+        await _until(lambda: queue.in_flight == 1, "the read reached the kernel")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # Nothing is ever written: only a cancel in the kernel ends the op.
+        await _until(lambda: queue.in_flight == 0, "the kernel cancelled the read")
+    finally:
+        os.close(rfd)
+        os.close(wfd)
+
+
+async def test_a_cancelled_read_keeps_its_buffer_until_its_completion(engine, data_file):
+    queue = _kernel_queue(engine)
+    fd, payload = data_file
+    loop = asyncio.get_running_loop()
+    loop.remove_reader(queue.fileno())  # hold back completion delivery
+    try:
+        buf = bytearray(4096)
+        task = asyncio.ensure_future(engine.pread(fd, buf, 0, engines.NowaitHint(read=False)))
+        await _until(lambda: queue.in_flight == 1, "the read reached the kernel")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with pytest.raises(BufferError):
+            buf.extend(b"x")  # the kernel may still write into it
+    finally:
+        loop.add_reader(queue.fileno(), engine._proactor._on_completions)
+    await _until(lambda: queue.in_flight == 0, "the completion was reaped")
+    buf.extend(b"x")  # released with the completion
+    assert buf[:4096] == payload[:4096] or buf[:4096] == bytes(4096)
+
+
+async def test_one_wake_up_resolves_every_ready_completion(engine, data_file):
+    queue = _kernel_queue(engine)
+    fd, payload = data_file
+    loop = asyncio.get_running_loop()
+    loop.remove_reader(queue.fileno())
+    try:
+        hint = engines.NowaitHint(read=False)
+        bufs = [bytearray(256) for _ in range(32)]
+        tasks = [
+            asyncio.ensure_future(engine.pread(fd, b, i * 256, hint)) for i, b in enumerate(bufs)
+        ]
+        await _until(lambda: queue.in_flight == 32, "every read reached the kernel")
+        # Cached data: the kernel completed every read inside the submit call.
+        engine._proactor._on_completions()
+        assert queue.in_flight == 0
+        await asyncio.sleep(0)
+        assert all(t.done() for t in tasks)
+    finally:
+        loop.add_reader(queue.fileno(), engine._proactor._on_completions)
+    assert [t.result() for t in tasks] == [256] * 32
+    assert b"".join(bufs) == payload[: 32 * 256]
