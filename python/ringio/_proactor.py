@@ -6,6 +6,13 @@ becomes readable. This driver queues the ops made during one loop turn and submi
 them together in one call at the end of that turn, watches the eventfd with
 ``loop.add_reader``, and resolves each op's future from its completion.
 
+Except when the kernel is starved: while the ops queued outnumber (or equal) those
+in flight, an op is submitted at once with whatever is queued. At queue depth 1
+that saves a loop turn per op; when a burst of completions wakes many tasks, the
+device gets new work after the first few have run instead of after all of them
+(batches of 1, 1, 2, 4, 8, ...), rather than idling while Python processes the
+whole burst (measured: O_DIRECT reads at queue depth 32 ran in lock-step batches).
+
 Completions are settled in Rust (``engine.resolve_futures()``): one call per
 wake-up resolves every future that is ready, with no Python object per completion.
 
@@ -75,7 +82,11 @@ class Proactor:
             raise ValueError("I/O operation on closed context")
         fut: asyncio.Future[Any] = op.data
         self._queue.append(op)
-        if not self._flush_scheduled:
+        if len(self._queue) >= self._engine.in_flight:
+            # The kernel has less work than we are holding back (none at all, at
+            # queue depth 1): submit now instead of at the end of the loop turn.
+            self._flush()
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
         if watch and self._cancellable(op):

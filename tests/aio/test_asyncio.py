@@ -115,14 +115,27 @@ async def test_cancelled_read_keeps_its_buffer_until_the_kernel_is_done(data_fil
 
 
 async def test_an_op_cancelled_before_submission_never_reaches_the_kernel(empty_file):
-    async with aio.AsyncContext() as actx:
-        task = asyncio.ensure_future(actx.write(empty_file, b"never", 0))
-        await asyncio.sleep(0)  # the task starts and queues its op
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        await actx.fsync(empty_file)
-        assert os.pread(empty_file, 10, 0) == b""
+    rfd, wfd = os.pipe()
+    try:
+        async with aio.AsyncContext() as actx:
+            # With ops in flight, a new op waits for the end of the loop turn (the
+            # proactor submits at once only while fewer are in flight than queued).
+            polls = [asyncio.ensure_future(actx.poll(rfd)) for _ in range(2)]
+            while actx.context.in_flight < 2:
+                await asyncio.sleep(0)
+            task = asyncio.ensure_future(actx.write(empty_file, b"never", 0))
+            await asyncio.sleep(0)  # the task starts and queues its op
+            assert actx.context.in_flight == 2
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            os.write(wfd, b"x")
+            await asyncio.gather(*polls)
+            await actx.fsync(empty_file)
+            assert os.pread(empty_file, 10, 0) == b""
+    finally:
+        os.close(rfd)
+        os.close(wfd)
 
 
 async def test_closing_with_a_pending_poll_fails_its_awaiter_instead_of_hanging():

@@ -306,3 +306,31 @@ async def test_one_wake_up_resolves_every_ready_completion(engine, data_file):
         loop.add_reader(queue.fileno(), engine._proactor._on_completions)
     assert [t.result() for t in tasks] == [256] * 32
     assert b"".join(bufs) == payload[: 32 * 256]
+
+
+async def test_an_op_goes_to_the_kernel_at_once_only_while_the_kernel_is_short_of_work(engine):
+    queue = _kernel_queue(engine)
+    loop = asyncio.get_running_loop()
+    proactor = engine._proactor
+    rfd, wfd = os.pipe()
+    try:
+        futs = []
+
+        def start() -> None:
+            fut = loop.create_future()
+            futs.append(fut)
+            proactor.start(ringio._core.poll(rfd, select.POLLIN, data=fut), watch=False)
+
+        start()
+        assert queue.in_flight == 1  # nothing in flight: submitted on the spot
+        start()
+        assert queue.in_flight == 2  # as many queued as in flight: submitted too
+        start()
+        assert queue.in_flight == 2  # the kernel has work: waits for the loop turn
+        await asyncio.sleep(0)
+        assert queue.in_flight == 3
+        os.write(wfd, b"x")
+        assert all(m & select.POLLIN for m in await asyncio.gather(*futs))
+    finally:
+        os.close(rfd)
+        os.close(wfd)
