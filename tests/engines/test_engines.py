@@ -231,7 +231,96 @@ async def test_a_closed_engine_refuses_even_cached_reads(engine, data_file):
         await engine.pread_bytes(fd, 4, 0)
 
 
-# -- cancellation and completion delivery -----------------------------------------
+# -- O_DIRECT, cancellation and completion delivery (issue #3) -----------------------
+
+
+def _open_direct(path: Path) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError as e:  # tmpfs and some filesystems refuse O_DIRECT
+        pytest.skip(f"O_DIRECT unavailable here: {e}")
+
+
+@pytest.fixture
+def direct_file(tmp_path: Path):
+    payload = os.urandom(8 * 4096)
+    path = tmp_path / "direct.bin"
+    path.write_bytes(payload)
+    fd = _open_direct(path)
+    yield fd, payload
+    os.close(fd)
+
+
+def _spy_inline_reads(monkeypatch) -> list[int]:
+    """Records the fds of every preadv2(RWF_NOWAIT) attempt, from Python or Rust."""
+    seen: list[int] = []
+    real_preadv, real_nowait = os.preadv, ringio._core.pread_nowait
+
+    def preadv(fd, buffers, offset, flags=0):
+        if flags & os.RWF_NOWAIT:
+            seen.append(fd)
+        return real_preadv(fd, buffers, offset, flags)
+
+    def pread_nowait(fd, n, offset):
+        seen.append(fd)
+        return real_nowait(fd, n, offset)
+
+    monkeypatch.setattr(os, "preadv", preadv)
+    monkeypatch.setattr(ringio._core, "pread_nowait", pread_nowait)
+    return seen
+
+
+async def test_o_direct_reads_without_a_hint_skip_the_inline_attempt(
+    engine, direct_file, data_file, monkeypatch
+):
+    # preadv2(RWF_NOWAIT) on an O_DIRECT file waits for the device instead of saying
+    # EAGAIN: it would serialise every read on the loop's thread.
+    fd, payload = direct_file
+    seen = _spy_inline_reads(monkeypatch)
+    bufs = [ringio.aligned(4096) for _ in range(4)]
+    got = await asyncio.gather(*(engine.pread(fd, b, i * 4096) for i, b in enumerate(bufs)))
+    assert got == [4096] * 4
+    assert b"".join(bytes(b) for b in bufs) == payload[: 4 * 4096]
+    assert fd not in seen
+    assert engine.nowait_hint(fd).read is False
+    # A buffered file keeps the inline attempt.
+    bfd, _ = data_file
+    assert engine.nowait_hint(bfd).read is True
+    await engine.pread(bfd, bytearray(16), 0)
+    assert seen.count(bfd) == (0 if engine.name == "thread" else 1)
+
+
+async def test_the_o_direct_check_reads_the_flags_once_per_fd(
+    engine, direct_file, tmp_path, monkeypatch
+):
+    import fcntl
+
+    calls: list[int] = []
+    real = fcntl.fcntl
+
+    def counting(fd, cmd, *args):
+        if cmd == fcntl.F_GETFL:
+            calls.append(fd)
+        return real(fd, cmd, *args)
+
+    monkeypatch.setattr(fcntl, "fcntl", counting)
+    fd, _ = direct_file
+    buf = ringio.aligned(4096)
+    for i in range(3):
+        await engine.pread(fd, buf, i * 4096)
+        assert engine.nowait_hint(fd).read is False
+    assert calls.count(fd) == 1
+    # close() through the engine forgets the fd: a file reopened under the same
+    # number is looked at afresh.
+    (tmp_path / "plain").write_bytes(b"plain")
+    dfd = _open_direct(tmp_path / "direct.bin")
+    assert engine.nowait_hint(dfd).read is False
+    await engine.close(dfd)
+    pfd = os.open(tmp_path / "plain", os.O_RDONLY)
+    try:
+        assert engine.nowait_hint(pfd).read is True
+    finally:
+        os.close(pfd)
 
 
 def _kernel_queue(engine):

@@ -22,6 +22,7 @@ import abc
 import asyncio
 import concurrent.futures
 import errno
+import fcntl
 import os
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -128,6 +129,35 @@ class FileEngine(abc.ABC):
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self.closed = False
+        # The engine's own NowaitHint per fd, for callers that pass none.
+        self._fd_hints: dict[int, NowaitHint] = {}
+
+    # -- per-fd knowledge ---------------------------------------------------------
+    def nowait_hint(self, fd: int) -> NowaitHint:
+        """The hint a read uses when its caller passes none (raw engine users;
+        ``ringio.open`` keeps one per file object instead).
+
+        An O_DIRECT file gets ``read=False``: an inline ``preadv2(RWF_NOWAIT)`` on it
+        does not say EAGAIN, it waits for the device, which would serialise every
+        read on the loop's thread. The file's flags are read once per fd
+        (``fcntl(F_GETFL)``) and cached; ``close()`` through this engine forgets
+        them. An fd number closed elsewhere and reused for a file of the other kind
+        keeps the old answer until then: that costs speed (a needless queue round
+        trip, or a read waiting for the device), never a wrong result. The hint
+        also remembers a file that refuses RWF_NOWAIT (EOPNOTSUPP). Writes are not
+        tried inline without a caller's hint (``write`` is False)."""
+        hint = self._fd_hints.get(fd)
+        if hint is None:
+            try:
+                direct = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
+            except OSError:
+                return NowaitHint(read=True, write=False)  # the read reports EBADF
+            hint = self._fd_hints[fd] = NowaitHint(read=not direct, write=False)
+        return hint
+
+    def forget_fd(self, fd: int) -> None:
+        """Drops what the engine cached about `fd` (call when it is closed)."""
+        self._fd_hints.pop(fd, None)
 
     # -- data -------------------------------------------------------------------
     @abc.abstractmethod

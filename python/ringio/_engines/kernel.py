@@ -5,7 +5,9 @@ Both drive their kernel queue through ``ringio._proactor.Proactor`` on the loop
 
 Fast path: a buffered read of cached data is first tried inline with
 ``preadv2(RWF_NOWAIT)``; only when the kernel says it would block (EAGAIN) does it
-go through the queue. Writes likewise try ``pwritev2(RWF_NOWAIT)`` until the
+go through the queue. Never on an O_DIRECT file (the engine's per-fd hint, see
+``FileEngine.nowait_hint``): there the inline read would wait for the device.
+Writes likewise try ``pwritev2(RWF_NOWAIT)`` (with a caller's hint) until the
 filesystem says it cannot (ext4: EOPNOTSUPP), which the file's hint remembers.
 """
 
@@ -37,13 +39,12 @@ def _check_fd(fd: int) -> None:
         raise OSError(errno.EBADF, os.strerror(errno.EBADF))
 
 
-def _inline_read_refused(e: OSError, hint: NowaitHint | None) -> None:
+def _inline_read_refused(e: OSError, hint: NowaitHint) -> None:
     """An inline RWF_NOWAIT read failed: re-raise a real error; where the file just
     cannot do RWF_NOWAIT, remember that (the caller then uses the kernel queue)."""
     if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
         raise e
-    if hint is not None:
-        hint.read = False
+    hint.read = False
 
 
 class KernelEngine(FileEngine):
@@ -85,7 +86,9 @@ class KernelEngine(FileEngine):
     ) -> int:
         _check_offset(offset)
         self._check_open()
-        if hint is None or hint.read:
+        if hint is None:
+            hint = self._fd_hints.get(fd) or self.nowait_hint(fd)
+        if hint.read:
             try:
                 return os.preadv(fd, [buf], offset, _NOWAIT)
             except BlockingIOError:
@@ -118,7 +121,9 @@ class KernelEngine(FileEngine):
     ) -> bytes:
         # Cached data is copied once, page cache to the bytes object returned.
         self._check_open()
-        if hint is None or hint.read:
+        if hint is None:
+            hint = self._fd_hints.get(fd) or self.nowait_hint(fd)
+        if hint.read:
             try:
                 data = _core.pread_nowait(fd, n, offset)
             except OSError as e:
@@ -234,6 +239,7 @@ class UringFileEngine(KernelEngine):
         return await self._run(_core.openat, path, flags, mode, dir_fd=dir_fd)
 
     async def close(self, fd: int) -> None:
+        self.forget_fd(fd)
         await self._run(_core.close, fd)
 
     async def _statx(self, path: Any, dir_fd: int | None, flags: int) -> os.stat_result:
@@ -338,6 +344,7 @@ class AioFileEngine(PoolPathOps, KernelEngine):
         return await self._stream(fd, select.POLLOUT, lambda: os.write(fd, data))
 
     async def close(self, fd: int) -> None:
+        self.forget_fd(fd)
         os.close(fd)  # never blocks for regular files; no kernel AIO form
 
     async def fstat(self, fd: int) -> os.stat_result:

@@ -87,6 +87,7 @@ class ThreadEngine(PoolPathOps, FileEngine):
         await self.run_sync(os.fdatasync, fd)
 
     async def close(self, fd: int) -> None:
+        self.forget_fd(fd)
         await self.run_sync(os.close, fd)
 
     async def fstat(self, fd: int) -> os.stat_result:

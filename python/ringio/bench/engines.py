@@ -10,8 +10,6 @@ kernel queue (``aio.Context`` or ``uring.Ring``: same submit/get_events API).
 from __future__ import annotations
 
 import asyncio
-import fcntl
-import os
 from typing import Any
 
 ENGINES = ("uring", "aio", "thread")
@@ -39,25 +37,15 @@ class EngineContext:
     def __init__(self, engine: str) -> None:
         from ringio import _engines
 
+        # No per-fd hint here: the engine keeps its own (no inline RWF_NOWAIT
+        # attempt on O_DIRECT files, see FileEngine.nowait_hint).
         self._engine = _engines.ENGINES[engine](asyncio.get_running_loop())
-        self._hints: dict[int, Any] = {}
 
     async def read(self, fd: int, size: int, offset: int = 0) -> bytes:
-        return await self._engine.pread_bytes(fd, size, offset, self._hint(fd))
+        return await self._engine.pread_bytes(fd, size, offset)
 
     async def readinto(self, fd: int, buffer: Any, offset: int = 0) -> int:
-        return await self._engine.pread(fd, buffer, offset, self._hint(fd))
-
-    def _hint(self, fd: int) -> Any:
-        """What ringio.open does per file: no inline RWF_NOWAIT attempt on O_DIRECT
-        files, where preadv2 would wait for the device and serialise the reads."""
-        hint = self._hints.get(fd)
-        if hint is None:
-            from ringio._engines import NowaitHint
-
-            direct = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
-            hint = self._hints[fd] = NowaitHint(read=not direct, write=not direct)
-        return hint
+        return await self._engine.pread(fd, buffer, offset)
 
     async def write(self, fd: int, data: Any, offset: int = 0) -> int:
         return await self._engine.pwrite(fd, data, offset)
