@@ -85,7 +85,9 @@ class Proactor:
         if len(self._queue) >= self._engine.in_flight:
             # The kernel has less work than we are holding back (none at all, at
             # queue depth 1): submit now instead of at the end of the loop turn.
-            self._flush()
+            # (A flush already scheduled for this turn stays scheduled, so later
+            # ops of the turn do not schedule another.)
+            self._submit_queued()
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
@@ -128,7 +130,11 @@ class Proactor:
                 pass  # already completing; the completion still arrives
 
     def _flush(self) -> None:
+        """The end-of-turn callback."""
         self._flush_scheduled = False
+        self._submit_queued()
+
+    def _submit_queued(self) -> None:
         queue = self._queue
         while queue and not self._closed:
             room = self._engine.maxevents - self._engine.in_flight
