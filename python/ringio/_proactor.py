@@ -101,7 +101,10 @@ class Proactor:
         queued op is then never submitted) and asks the kernel to cancel the op."""
         fut = op.data
         if not fut.done():
-            fut.cancel()
+            try:
+                fut.cancel()
+            except RuntimeError:
+                return  # the loop is closed (a coroutine closed at shutdown)
         if fut.cancelled() and self._cancellable(op):
             self._cancel_in_kernel(fut, op)
 

@@ -423,3 +423,20 @@ async def test_an_op_goes_to_the_kernel_at_once_only_while_the_kernel_is_short_o
     finally:
         os.close(rfd)
         os.close(wfd)
+
+
+async def test_closing_an_awaiting_coroutine_cancels_its_op(engine):
+    # coro.close() (GeneratorExit at the await, as at shutdown) is not a task
+    # cancellation, but the op is abandoned all the same.
+    queue = _kernel_queue(engine)
+    rfd, wfd = os.pipe()
+    try:
+        coro = engine.read(rfd, bytearray(8))
+        fut = coro.send(None)  # runs to the await of the op's future
+        await _until(lambda: queue.in_flight == 1, "the read reached the kernel")
+        coro.close()
+        assert fut.cancelled()
+        await _until(lambda: queue.in_flight == 0, "the kernel cancelled the read")
+    finally:
+        os.close(rfd)
+        os.close(wfd)
