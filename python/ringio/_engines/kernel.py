@@ -1,7 +1,8 @@
 """Engines that hand operations to the kernel: io_uring and kernel AIO.
 
 Both drive their kernel queue through ``ringio._proactor.Proactor`` on the loop
-(one submit per loop turn, completions reaped in batches from the eventfd).
+(one submit per loop turn, or at once while the kernel is short of work;
+completions settled in batches from the eventfd).
 
 Fast path: a buffered read of cached data is first tried inline with
 ``preadv2(RWF_NOWAIT)``; only when the kernel says it would block (EAGAIN) does it

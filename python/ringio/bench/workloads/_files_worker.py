@@ -77,7 +77,7 @@ class AsyncFiles:
 
 
 class RingioFiles(AsyncFiles):
-    """ringio through the engine adapter: fds, reads at offsets, one io_submit per turn."""
+    """ringio through the engine adapter: fds, reads at offsets, batched submits."""
 
     def __init__(self, engine: str, depth: int) -> None:
         self.engine, self.depth = engine, max(depth, 64)
