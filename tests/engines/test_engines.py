@@ -440,3 +440,25 @@ async def test_closing_an_awaiting_coroutine_cancels_its_op(engine):
     finally:
         os.close(rfd)
         os.close(wfd)
+
+
+async def test_the_engine_does_not_cache_the_fuse_check_per_fd(
+    engine, direct_file, monkeypatch
+):
+    # A wrong cached answer would be a wrong result (io_uring misreads FUSE
+    # direct_io files), not just a slower read: an fd number closed elsewhere and
+    # reused must be looked at again on every queued read without a caller's hint.
+    calls: list[int] = []
+    real = ringio._core.fs_type
+
+    def counting(fd):
+        calls.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(ringio._core, "fs_type", counting)
+    fd, _ = direct_file
+    buf = ringio.aligned(4096)
+    for i in range(3):
+        assert await engine.pread(fd, buf, i * 4096) == 4096
+    assert engine.nowait_hint(fd).queue_reads is None
+    assert calls.count(fd) == (3 if engine.name == "uring" else 0)

@@ -145,7 +145,10 @@ class FileEngine(abc.ABC):
         keeps the old answer until then: that costs speed (a needless queue round
         trip, or a read waiting for the device), never a wrong result. The hint
         also remembers a file that refuses RWF_NOWAIT (EOPNOTSUPP). Writes are not
-        tried inline without a caller's hint (``write`` is False)."""
+        tried inline without a caller's hint (``write`` is False). Its
+        ``queue_reads`` stays None: whether the kernel queue reads a file correctly
+        (the uring engine's FUSE check) is a matter of correctness, so it is not
+        cached where a reused fd number could inherit it."""
         hint = self._fd_hints.get(fd)
         if hint is None:
             try:

@@ -91,15 +91,17 @@ class KernelEngine(FileEngine):
             _check_offset(offset)
         if self.closed:
             self._check_open()
-        if hint is None:
-            hint = self._fd_hints.get(fd) or self.nowait_hint(fd)
-        if hint.read:
+        # The engine's own per-fd hint decides the inline attempt only: whether the
+        # queue reads the file correctly (FUSE) is never cached in it, because an fd
+        # number reused for another file would then keep a wrong answer.
+        nowait = hint or self._fd_hints.get(fd) or self.nowait_hint(fd)
+        if nowait.read:
             try:
                 return os.preadv(fd, [buf], offset, _NOWAIT)
             except BlockingIOError:
                 pass  # not cached: the kernel queue does it without blocking us
             except OSError as e:
-                _inline_read_refused(e, hint)
+                _inline_read_refused(e, nowait)
         if not self._queue_reads_correct(fd, hint):
             return await self._tracked(outcome, os.preadv, fd, [buf], offset)
         op = _core.pread(fd, buf, offset, data=self.loop.create_future())
@@ -127,13 +129,12 @@ class KernelEngine(FileEngine):
     ) -> bytes:
         # Cached data is copied once, page cache to the bytes object returned.
         self._check_open()
-        if hint is None:
-            hint = self._fd_hints.get(fd) or self.nowait_hint(fd)
-        if hint.read:
+        nowait = hint or self._fd_hints.get(fd) or self.nowait_hint(fd)
+        if nowait.read:
             try:
                 data = _core.pread_nowait(fd, n, offset)
             except OSError as e:
-                _inline_read_refused(e, hint)
+                _inline_read_refused(e, nowait)
             else:
                 if data is not None:
                     return data
