@@ -499,6 +499,25 @@ def ring_reap_after_close(ring: uring.Ring, rpipe: int) -> Any:
     return [c.res for c in ring.reap()], ring.reap()
 
 
+def ring_resolve_non_future(ring: uring.Ring, fd: int) -> Any:
+    """resolve_futures() hands back a completion whose data is not a future."""
+    ring.submit([uring.pread(fd, bytearray(8), 0, data="not a future")])
+    left: list[Any] = []
+    for _ in range(1000):
+        left += ring.resolve_futures()
+        if left:
+            break
+        time.sleep(0.005)
+    return [c.res for c in left]
+
+
+def ring_resolve_after_close(ring: uring.Ring, rpipe: int) -> Any:
+    """close() cancels the read; resolve_futures() hands its final completion back once."""
+    ring.submit([uring.read(rpipe, bytearray(8))])
+    ring.close()
+    return [c.res for c in ring.resolve_futures()], ring.resolve_futures()
+
+
 def ring_completion(ring: uring.Ring, fd: int) -> Any:
     ring.submit([uring.pread(fd, bytearray(8), 0)])
     [done] = ring.get_events(1, timeout=5)
@@ -515,6 +534,24 @@ def aio_reap_after_close(ctx: aio.Context, rpipe: int) -> Any:
     ctx.submit([aio.poll(rpipe, 1)])
     ctx.close()
     return ctx.reap(), ctx.reap()
+
+
+def aio_resolve_non_future(ctx: aio.Context, fd: int) -> Any:
+    """resolve_futures() hands back a completion whose data is not a future."""
+    ctx.submit([aio.pread(fd, bytearray(8), 0, data="not a future")])
+    left: list[Any] = []
+    for _ in range(1000):
+        left += ctx.resolve_futures()
+        if left:
+            break
+        time.sleep(0.005)
+    return [c.res for c in left]
+
+
+def aio_resolve_after_close(ctx: aio.Context, rpipe: int) -> Any:
+    ctx.submit([aio.poll(rpipe, 1)])
+    ctx.close()
+    return ctx.resolve_futures(), ctx.resolve_futures()
 
 
 def aio_completion(ctx: aio.Context, op: aio.Op) -> Any:

@@ -1404,6 +1404,26 @@ row(
     "scenarios.ring_reap_after_close(ring, rpipe)",
     OK("the final completion once (ECANCELED), then []", "r == ([-errno.ECANCELED], [])"),
 )
+row("ringio.uring.Ring.resolve_futures", "an argument", "ring.resolve_futures(1)", TypeError)
+row(
+    "ringio.uring.Ring.resolve_futures",
+    "nothing in flight",
+    "ring.resolve_futures()",
+    OK("[]", "r == []"),
+)
+row(
+    "ringio.uring.Ring.resolve_futures",
+    "an op whose data is not a future",
+    "scenarios.ring_resolve_non_future(ring, fd)",
+    OK("its completion, handed back unsettled", "r == [8]"),
+)
+row(
+    "ringio.uring.Ring.resolve_futures",
+    "after close, with a read that was in flight",
+    "scenarios.ring_resolve_after_close(ring, rpipe)",
+    OK("the final completion once (ECANCELED), handed back, then []",
+       "r == ([-errno.ECANCELED], [])"),
+)
 row(
     "ringio.uring.Completion.result",
     "an argument",
@@ -1443,6 +1463,25 @@ row(
     "after close, with a poll that was in flight",
     "scenarios.aio_reap_after_close(ctx, rpipe)",
     OK("the final completion once, then []", "len(r[0]) == 1 and r[1] == []"),
+)
+row("ringio.aio.Context.resolve_futures", "an argument", "ctx.resolve_futures(1)", TypeError)
+row(
+    "ringio.aio.Context.resolve_futures",
+    "nothing in flight",
+    "ctx.resolve_futures()",
+    OK("[]", "r == []"),
+)
+row(
+    "ringio.aio.Context.resolve_futures",
+    "an op whose data is not a future",
+    "scenarios.aio_resolve_non_future(ctx, fd)",
+    OK("its completion, handed back unsettled", "r == [8]"),
+)
+row(
+    "ringio.aio.Context.resolve_futures",
+    "after close, with a poll that was in flight",
+    "scenarios.aio_resolve_after_close(ctx, rpipe)",
+    OK("the final completion once, handed back, then []", "len(r[0]) == 1 and r[1] == []"),
 )
 row(
     "ringio.aio.Completion.result",
