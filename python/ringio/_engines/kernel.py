@@ -309,9 +309,12 @@ class AioFileEngine(PoolPathOps, KernelEngine):
     def __init__(self, loop: asyncio.AbstractEventLoop, maxevents: int = 1024) -> None:
         super().__init__(loop, _core.AioContext(maxevents), lambda op: op.command == "poll")
 
-    async def pread(self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None) -> int:
+    async def pread(
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,
+        *, outcome: Outcome | None = None,
+    ) -> int:
         try:
-            return await super().pread(fd, buf, offset, hint)
+            return await super().pread(fd, buf, offset, hint, outcome=outcome)
         except OSError as e:
             _raise_eisdir_for_directories(e, fd)
             raise
