@@ -9,6 +9,7 @@ pub mod engine;
 pub mod errors;
 pub mod fastpath;
 pub mod fsops;
+pub mod loopcore;
 pub mod net;
 pub mod op;
 pub mod pydriver;
@@ -43,6 +44,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     op::register(m)?;
     fsops::register(m)?;
     net::register(m)?;
+    loopcore::register(m)?;
     m.add_class::<aio::py::AioContext>()?;
     m.add_class::<uring::py::Ring>()?;
     m.add_function(wrap_pyfunction!(uring::py::probe, m)?)?;
