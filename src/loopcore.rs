@@ -123,11 +123,20 @@ struct Conn {
     closing: bool,
     /// write_eof(): SHUT_WR once the queue has drained.
     eof: bool,
+    shut: bool,
+    /// loop.sendfile() runs on the socket: write() is refused; `want_empty` asks
+    /// for `_ringio_empty` once the queue has drained.
+    sendfile: bool,
+    want_empty: bool,
     /// connection_lost scheduled (asyncio's `_conn_lost`): writes are dropped.
     lost: bool,
     /// The transport is gone; the slot waits only for the kernel's last CQEs.
     released: bool,
     proto_paused: bool,
+    /// The CQE batch that last delivered data: an EOF or error in the same batch
+    /// waits for the next select, as asyncio reads data and EOF in two iterations
+    /// (a handshake's waiter must see the transport still open).
+    data_batch: u64,
     high: usize,
     low: usize,
     dirty: bool,
@@ -155,6 +164,9 @@ enum Action {
     ReadErr(u32, u32, i32),
     /// Python method of the transport to call: (transport, name, errno or -1).
     Call(Py<PyAny>, &'static str, i32),
+    /// A send completed: resume the protocol (if below the low-water mark), then
+    /// act on an empty queue (close, write_eof, sendfile's empty waiter).
+    SendDone(u32, u32),
 }
 
 #[derive(Default)]
@@ -165,6 +177,7 @@ struct Inner {
     dirty: Vec<u32>,
     /// Transports resumed with a backlog: delivered at the next select.
     resumed: Vec<u32>,
+    batch: u64,
     ring: Option<Py<Ring>>,
     /// Side CQEs not yet processed (a KeyboardInterrupt stopped the last batch).
     pending: Vec<RawCompletion>,
@@ -291,7 +304,7 @@ impl LoopCore {
                 c.recv = Recv::Cancelling;
             }
             if c.send_inflight {
-                if stop && c.queue.is_empty() && !c.send_cancelled {
+                if stop && !c.send_cancelled {
                     // Aborted: a send the peer never makes room for would pin the
                     // socket open forever.
                     let sqe = opcode::AsyncCancel::new(token(slot, gen, KIND_SEND))
@@ -353,6 +366,8 @@ impl LoopCore {
         cqes: &[RawCompletion],
         actions: &mut Vec<Action>,
     ) {
+        inner.batch += 1;
+        let batch = inner.batch;
         for c in cqes {
             let (slot, gen, kind) = untoken(c.token);
             let flags = c.res2 as u32;
@@ -386,8 +401,10 @@ impl LoopCore {
                         if !conn.reading || !conn.backlog.is_empty() {
                             conn.backlog.extend_from_slice(data);
                         } else if conn.buffered.is_some() {
+                            conn.data_batch = batch;
                             actions.push(Action::Data(slot, gen, Payload::Raw(data.to_vec())));
                         } else {
+                            conn.data_batch = batch;
                             let b = PyBytes::new(py, data).unbind();
                             actions.push(Action::Data(slot, gen, Payload::Bytes(b)));
                         }
@@ -401,20 +418,28 @@ impl LoopCore {
                         br.push(bid);
                         br.publish();
                     }
+                    let deferred = conn.data_batch == batch;
                     match -res {
                         0 => {
                             conn.recv_done = true;
-                            if live {
+                            if live && deferred {
+                                conn.pending_eof = true;
+                            } else if live {
                                 actions.push(Action::Eof(slot, gen));
                             }
                         }
                         libc::ECANCELED | libc::ENOBUFS => {}
                         e => {
                             conn.recv_done = true;
-                            if live {
+                            if live && deferred {
+                                conn.pending_err = Some(e);
+                            } else if live {
                                 actions.push(Action::ReadErr(slot, gen, e));
                             }
                         }
+                    }
+                    if live && deferred && res != -libc::ECANCELED && res != -libc::ENOBUFS {
+                        inner.resumed.push(slot);
                     }
                 }
                 if !c.more {
@@ -439,31 +464,10 @@ impl LoopCore {
                             left = 0;
                         }
                     }
-                    let live = !conn.released && !conn.lost;
-                    if live {
-                        let tr = conn.transport.as_ref().map(|t| t.clone_ref(py));
-                        if conn.proto_paused && conn.queued <= conn.low {
-                            conn.proto_paused = false;
-                            if let Some(t) = &tr {
-                                actions.push(Action::Call(
-                                    t.clone_ref(py),
-                                    "_maybe_resume_protocol",
-                                    -1,
-                                ));
-                            }
-                        }
-                        if conn.queue.is_empty() {
-                            if conn.closing {
-                                conn.lost = true;
-                                if let Some(t) = tr {
-                                    actions.push(Action::Call(t, "_ringio_drained", -1));
-                                }
-                            } else if conn.eof {
-                                // SAFETY: shutdown(2) on the transport's fd, which stays
-                                // open until the transport is released.
-                                unsafe { libc::shutdown(conn.fd, libc::SHUT_WR) };
-                            }
-                        }
+                    if !conn.released && !conn.lost {
+                        // Decided when the action runs: the resume_writing callback
+                        // may queue more (asyncio's _write_ready order).
+                        actions.push(Action::SendDone(slot, gen));
                     }
                 } else {
                     match -res {
@@ -572,6 +576,60 @@ impl LoopCore {
                 }
             }
             Action::Call(t, name, arg) => self.call(py, &t, name, arg),
+            Action::SendDone(slot, gen) => {
+                // Flow control is judged on what the kernel left queued: write()
+                // only queues (asyncio's write sends at once), so the water marks
+                // are checked here, and in write() only while a send is in flight.
+                let flow = {
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    let name = if c.proto_paused && c.queued <= c.low {
+                        c.proto_paused = false;
+                        Some("_maybe_resume_protocol")
+                    } else if !c.proto_paused && c.queued > c.high {
+                        Some("_maybe_pause_protocol")
+                    } else {
+                        None
+                    };
+                    name.zip(c.transport.as_ref().map(|t| t.clone_ref(py)))
+                };
+                if let Some((name, t)) = flow {
+                    self.call(py, &t, name, -1)?;
+                }
+                let (tr, what) = {
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    if c.released || c.lost || !c.queue.is_empty() || c.send_inflight {
+                        return Ok(());
+                    }
+                    let what = if c.closing {
+                        c.lost = true;
+                        Some("_ringio_drained")
+                    } else {
+                        if c.eof && !c.shut {
+                            c.shut = true;
+                            // SAFETY: shutdown(2) on the transport's fd, which stays
+                            // open until the transport is released.
+                            unsafe { libc::shutdown(c.fd, libc::SHUT_WR) };
+                        }
+                        if c.want_empty {
+                            c.want_empty = false;
+                            Some("_ringio_empty")
+                        } else {
+                            None
+                        }
+                    };
+                    (c.transport.as_ref().map(|t| t.clone_ref(py)), what)
+                };
+                match (tr, what) {
+                    (Some(t), Some(name)) => self.call(py, &t, name, -1),
+                    _ => Ok(()),
+                }
+            }
         }
     }
 
@@ -673,16 +731,27 @@ impl LoopCore {
     }
 
     /// Delivers the backlogs of resumed transports (bytes, then EOF or error).
-    fn deliver_resumed(&self, py: Python<'_>) -> PyResult<()> {
-        let resumed = std::mem::take(&mut self.lock().resumed);
-        for slot in resumed {
+    fn deliver_resumed(&self, py: Python<'_>, resumed: Vec<u32>) -> PyResult<()> {
+        let mut it = resumed.into_iter();
+        while let Some(slot) = it.next() {
+            if let Err(e) = self.deliver_one(py, slot) {
+                // Interrupted: the others keep their backlog for the next select.
+                self.lock().resumed.extend(it);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn deliver_one(&self, py: Python<'_>, slot: u32) -> PyResult<()> {
+        {
             let (gen, data, eof, err) = {
                 let mut inner = self.lock();
                 let Some(Some(c)) = inner.conns.get_mut(slot as usize) else {
-                    continue;
+                    return Ok(());
                 };
                 if !c.reading || c.released || c.lost {
-                    continue;
+                    return Ok(());
                 }
                 (
                     c.gen,
@@ -817,7 +886,15 @@ impl LoopCore {
             driver.engine.take_side(&mut side);
             (raw, side)
         };
-        let mut results = std::mem::take(&mut self.lock().backlog);
+        let (mut results, resumed) = {
+            let mut inner = self.lock();
+            // Taken now: what this step's callbacks resume (or defer) is delivered
+            // by the next select, which then does not block.
+            (
+                std::mem::take(&mut inner.backlog),
+                std::mem::take(&mut inner.resumed),
+            )
+        };
         {
             let (done, released) = pydriver.driver().complete(py, &raw);
             drop(released);
@@ -849,9 +926,11 @@ impl LoopCore {
             }
         }
         if failure.is_none() {
-            if let Err(e) = self.deliver_resumed(py) {
+            if let Err(e) = self.deliver_resumed(py, resumed) {
                 failure = Some(e);
             }
+        } else {
+            self.lock().resumed.extend(resumed);
         }
         if failure.is_none() && interrupted {
             if let Err(e) = py.check_signals() {
@@ -889,7 +968,7 @@ impl LoopCore {
                             inner.resumed.push(slot);
                         }
                     }
-                    Action::Call(..) => {}
+                    Action::Call(..) | Action::SendDone(..) => {}
                 }
             }
             inner.backlog = results;
@@ -928,9 +1007,13 @@ impl LoopCore {
             msg: Box::new(unsafe { std::mem::zeroed() }),
             closing: false,
             eof: false,
+            shut: false,
+            sendfile: false,
+            want_empty: false,
             lost: false,
             released: false,
             proto_paused: false,
+            data_batch: 0,
             high: 64 * 1024,
             low: 16 * 1024,
             dirty: false,
@@ -989,6 +1072,18 @@ impl LoopCore {
             inner.resumed.push(slot);
         }
         inner.mark(slot);
+    }
+
+    /// loop.sendfile() starts (True) or ends: True when the queue is already empty,
+    /// else the transport's `_ringio_empty` is called once it is.
+    fn set_sendfile(&self, slot: u32, gen: u32, on: bool) -> bool {
+        self.with_conn(slot, gen, |c| {
+            c.sendfile = on;
+            let empty = c.queue.is_empty() && !c.send_inflight;
+            c.want_empty = on && !empty;
+            empty
+        })
+        .unwrap_or(true)
     }
 
     fn set_limits(&self, slot: u32, gen: u32, high: usize, low: usize) {
@@ -1050,7 +1145,8 @@ impl LoopCore {
         let now = self
             .with_conn(slot, gen, |c| {
                 c.eof = true;
-                c.queue.is_empty().then_some(c.fd)
+                c.shut = c.queue.is_empty();
+                c.shut.then_some(c.fd)
             })
             .flatten();
         if let Some(fd) = now {
@@ -1230,6 +1326,11 @@ impl TransportWriter {
                 "Cannot call write() after write_eof()",
             ));
         }
+        if c.sendfile {
+            return Err(PyRuntimeError::new_err(
+                "unable to write; sendfile is in progress",
+            ));
+        }
         let view;
         let src: &[u8] = match &bytes {
             Some(b) => b.as_bytes(),
@@ -1266,7 +1367,7 @@ impl TransportWriter {
             }
         }
         c.queued += n;
-        let pause = c.queued > c.high && !c.proto_paused;
+        let pause = c.queued > c.high && !c.proto_paused && c.send_inflight;
         inner.mark(self.slot);
         drop(inner);
         if pause {

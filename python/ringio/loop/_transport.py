@@ -27,8 +27,10 @@ class RingSocketTransport(transports._FlowControlMixin, transports.Transport):  
     """A stream socket transport whose reads and writes run on the loop's ring."""
 
     _start_tls_compatible = True
-    # No native sendfile: loop.sendfile() uses asyncio's write-based fallback.
-    _sendfile_compatible = constants._SendfileMode.FALLBACK
+    # loop.sendfile(): asyncio's native path (sock_sendfile on the raw socket once
+    # the queue has drained, see _make_empty_waiter), as for selector transports.
+    _sendfile_compatible = constants._SendfileMode.TRY_NATIVE
+    _empty_waiter: Any = None
 
     # Set early: __del__ and __repr__ must work even if __init__ failed.
     _sock: socket.socket | None = None
@@ -172,7 +174,28 @@ class RingSocketTransport(transports._FlowControlMixin, transports.Transport):  
         self._conn_lost += 1
 
     def _ringio_write_error(self, errno: int) -> None:
-        self._fatal_error(_os_error(errno), "Fatal write error on socket transport")
+        exc = _os_error(errno)
+        self._fatal_error(exc, "Fatal write error on socket transport")
+        if self._empty_waiter is not None and not self._empty_waiter.done():
+            self._empty_waiter.set_exception(exc)
+
+    def _make_empty_waiter(self) -> Any:
+        if self._empty_waiter is not None:
+            raise RuntimeError("Empty waiter is already set")
+        self._empty_waiter = self._loop.create_future()
+        if self._core.set_sendfile(*self._cid, True):  # type: ignore[misc]
+            self._empty_waiter.set_result(None)
+        return self._empty_waiter
+
+    def _reset_empty_waiter(self) -> None:
+        self._empty_waiter = None
+        if self._cid is not None:
+            self._core.set_sendfile(*self._cid, False)
+
+    def _ringio_empty(self) -> None:
+        """The queue drained while loop.sendfile() waits for it."""
+        if self._empty_waiter is not None and not self._empty_waiter.done():
+            self._empty_waiter.set_result(None)
 
     def _ringio_drained(self) -> None:
         """close() was called and the last queued byte has been sent."""
@@ -258,6 +281,8 @@ class RingSocketTransport(transports._FlowControlMixin, transports.Transport):  
             if server is not None:
                 server._detach()
                 self._server = None
+        if self._empty_waiter is not None and not self._empty_waiter.done():
+            self._empty_waiter.set_exception(ConnectionError("Connection is closed by peer"))
 
 
 def _os_error(errno: int) -> OSError:
