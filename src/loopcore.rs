@@ -151,6 +151,62 @@ impl Conn {
     fn idle(&self) -> bool {
         self.recv == Recv::Off && !self.send_inflight
     }
+
+    /// Drops the first `n` queued bytes (sent).
+    fn advance(&mut self, mut n: usize) {
+        self.queued -= n.min(self.queued);
+        while n > 0 {
+            let Some(len) = self.queue.front().map(|ch| ch.slice().1) else {
+                break;
+            };
+            let left = len - self.head_off;
+            if n >= left {
+                n -= left;
+                self.queue.pop_front();
+                self.head_off = 0;
+            } else {
+                self.head_off += n;
+                n = 0;
+            }
+        }
+    }
+
+    /// One non-blocking sendmsg of the queue's head (no send may be in flight).
+    /// Returns the errno of a failure other than EAGAIN/EINTR; the queue is then
+    /// dropped, as asyncio clears its buffer on a fatal write error.
+    fn send_now(&mut self) -> Option<i32> {
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(MAX_IOV.min(self.queue.len()));
+        for (i, ch) in self.queue.iter().take(MAX_IOV).enumerate() {
+            let (p, n) = ch.slice();
+            let off = if i == 0 { self.head_off } else { 0 };
+            iov.push(libc::iovec {
+                // SAFETY: off < n for the head chunk (a fully sent chunk is popped).
+                iov_base: unsafe { p.add(off) } as *mut libc::c_void,
+                iov_len: n - off,
+            });
+        }
+        // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len();
+        // SAFETY: `msg` points at `iov`, whose entries point into chunks this Conn
+        // owns; all outlive the synchronous call, which only reads them.
+        let rc = unsafe { libc::sendmsg(self.fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        if rc >= 0 {
+            self.advance(rc as usize);
+            return None;
+        }
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        if errno == libc::EAGAIN || errno == libc::EINTR {
+            return None;
+        }
+        self.queue.clear();
+        self.queued = 0;
+        self.head_off = 0;
+        Some(errno)
+    }
 }
 
 enum Payload {
@@ -447,23 +503,9 @@ impl LoopCore {
                 }
             } else {
                 conn.send_inflight = false;
-                let nvec = conn.iov.len();
                 if res >= 0 {
-                    let mut left = res as usize;
-                    conn.queued -= left.min(conn.queued);
-                    let mut popped = 0;
-                    while left > 0 && popped < nvec {
-                        let n = conn.queue.front().map_or(0, |ch| ch.slice().1) - conn.head_off;
-                        if left >= n {
-                            left -= n;
-                            conn.queue.pop_front();
-                            conn.head_off = 0;
-                            popped += 1;
-                        } else {
-                            conn.head_off += left;
-                            left = 0;
-                        }
-                    }
+                    // res never exceeds the in-flight iovecs, which cover the head.
+                    conn.advance(res as usize);
                     if !conn.released && !conn.lost {
                         // Decided when the action runs: the resume_writing callback
                         // may queue more (asyncio's _write_ready order).
@@ -1367,10 +1409,22 @@ impl TransportWriter {
             }
         }
         c.queued += n;
-        let pause = c.queued > c.high && !c.proto_paused && c.send_inflight;
+        let mut failed = None;
+        if c.queued > c.high && !c.send_inflight {
+            // Over the high-water mark with nothing handed to the kernel yet: try
+            // to send now, as asyncio's write() does, so that the water marks
+            // judge what the socket could not take (and a writer that never
+            // yields still meets a dead connection's error).
+            failed = c.send_now();
+        }
+        let pause = failed.is_none() && c.queued > c.high && !c.proto_paused;
         inner.mark(self.slot);
         drop(inner);
-        if pause {
+        if let Some(errno) = failed {
+            if let Some(t) = self.transport.bind(py).upgrade() {
+                t.call_method1("_ringio_write_error", (errno,))?;
+            }
+        } else if pause {
             self.call_transport(py, "_maybe_pause_protocol")?;
         }
         Ok(())

@@ -189,7 +189,9 @@ def test_partial_writes_tiny_sndbuf(loop, run):
         for i in range(0, len(data), step):
             tr.write(data[i : i + step // 2])
             tr.write(bytearray(data[i + step // 2 : i + step]))
-        assert tr.get_write_buffer_size() == len(data)
+        # Over the high-water mark write() tries the socket at once (as asyncio):
+        # the tiny send buffer took only a little.
+        assert len(data) - 200_000 < tr.get_write_buffer_size() <= len(data)
         got = bytearray()
         sizes = set()
         while len(got) < len(data):
