@@ -888,16 +888,9 @@ impl LoopCore {
         let wait = if block { 1 } else { 0 };
         let flags = crate::uring::IORING_ENTER_GETEVENTS;
         let t = if block { timeout } else { None };
-        let outcome = py.detach(|| loop {
-            match crate::uring::enter(ring_fd, to_submit, wait, flags, t) {
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) && to_submit > 0 => {
-                    // Interrupted before submitting: the SQEs are still queued;
-                    // report the signal after a non-blocking pass.
-                    break Err(e);
-                }
-                r => break r,
-            }
-        });
+        // EINTR: a signal arrived (its Python handler runs below); SQEs the kernel
+        // had not consumed stay in the SQ and go in with the next enter.
+        let outcome = py.detach(|| crate::uring::enter(ring_fd, to_submit, wait, flags, t));
         let mut enter_err = None;
         let mut interrupted = false;
         match outcome {
