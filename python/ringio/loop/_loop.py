@@ -6,6 +6,11 @@ layer underneath: readiness comes from io_uring polls (`RingSelector`) and the
 stream-socket ``sock_recv``/``sock_recv_into``/``sock_sendall`` coroutines, when the
 socket is not ready at once, run as io_uring ``read``/``write`` ops that complete
 with the data, instead of waiting for readiness and then making the syscall.
+
+Phase 2: stream sockets get a `RingSocketTransport` (``_transport.py``) whose receive
+(multishot RECV into provided buffers) and send queue run in the loop's native core
+(``ringio._core.LoopCore``), on the selector's ring, with protocol callbacks called
+from the selector step. ``RINGIO_LOOP_TRANSPORT=selector`` keeps asyncio's transport.
 """
 
 from __future__ import annotations
