@@ -42,11 +42,12 @@ const KIND_RECV: u64 = 0;
 const KIND_SEND: u64 = 1;
 /// Buffer group of the loop's provided buffers (the ring has no other group).
 const BGID: u16 = 0x4c;
-/// 256 x 32 KiB: mapped lazily (MAP_NORESERVE); a buffer goes back to the kernel as
-/// soon as its bytes are copied out, so a batch of CQEs rarely exhausts the ring
-/// (when it does, the multishot receive ends with ENOBUFS and is re-armed).
-const NBUFS: u16 = 256;
-const BUFSIZE: usize = 32 * 1024;
+/// 1024 x 16 KiB (16 MiB, mapped with MAP_NORESERVE): a buffer goes back to the
+/// kernel as soon as its bytes are copied out, so only a batch of more CQEs than the
+/// CQ holds (1024) could exhaust it; then the multishot receive ends with ENOBUFS
+/// and is re-armed at the next select. (256 buffers starved 1,000 connections.)
+const NBUFS: u16 = 1024;
+const BUFSIZE: usize = 16 * 1024;
 /// Writes smaller than this are copied into the queue's tail chunk (one iovec for
 /// many small writes); larger `bytes` are sent from the object itself.
 const COALESCE: usize = 2048;
@@ -212,6 +213,19 @@ impl Conn {
 enum Payload {
     Bytes(Py<PyBytes>),
     Raw(Vec<u8>),
+    /// Being assembled by `absorb` (never seen outside it, unless allocating the
+    /// bytes failed: then nothing is delivered, as for a MemoryError in recv).
+    Pending,
+}
+
+impl Payload {
+    fn data<'a>(&'a self, py: Python<'a>) -> &'a [u8] {
+        match self {
+            Payload::Bytes(b) => b.as_bytes(py),
+            Payload::Raw(v) => v,
+            Payload::Pending => &[],
+        }
+    }
 }
 
 enum Action {
@@ -424,6 +438,46 @@ impl LoopCore {
     ) {
         inner.batch += 1;
         let batch = inner.batch;
+        // (slot, index of its Data action, the buffers and lengths received).
+        let mut groups: Vec<(u32, usize, Vec<(u16, usize)>)> = Vec::new();
+        Self::absorb_cqes(inner, py, engine, cqes, actions, batch, &mut groups);
+        let Some(br) = engine.bufring.as_mut() else {
+            return;
+        };
+        for (_, at, segs) in groups {
+            let total = segs.iter().map(|s| s.1).sum();
+            let bytes = PyBytes::new_with(py, total, |out| {
+                let mut off = 0;
+                for &(bid, n) in &segs {
+                    // SAFETY: the kernel filled `n` bytes of buffer `bid` and handed
+                    // it to us; it is not back in the ring until the push below.
+                    let data = unsafe { std::slice::from_raw_parts(br.mem.ptr(br.buffer(bid)), n) };
+                    out[off..off + n].copy_from_slice(data);
+                    off += n;
+                }
+                Ok(())
+            });
+            for &(bid, _) in &segs {
+                br.available -= 1;
+                br.push(bid);
+            }
+            if let (Ok(b), Action::Data(_, _, p)) = (bytes, &mut actions[at]) {
+                *p = Payload::Bytes(b.unbind());
+            }
+        }
+        br.publish();
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn absorb_cqes(
+        inner: &mut Inner,
+        py: Python<'_>,
+        engine: &mut crate::uring::UringEngine,
+        cqes: &[RawCompletion],
+        actions: &mut Vec<Action>,
+        batch: u64,
+        groups: &mut Vec<(u32, usize, Vec<(u16, usize)>)>,
+    ) {
         for c in cqes {
             let (slot, gen, kind) = untoken(c.token);
             let flags = c.res2 as u32;
@@ -453,6 +507,7 @@ impl LoopCore {
                     // to us with this CQE; it is not back in the ring until the push
                     // below, so nothing else writes it while we copy.
                     let data = unsafe { std::slice::from_raw_parts(br.mem.ptr(br.buffer(bid)), n) };
+                    let mut kept = false;
                     if live {
                         if !conn.reading || !conn.backlog.is_empty() {
                             conn.backlog.extend_from_slice(data);
@@ -461,13 +516,24 @@ impl LoopCore {
                             actions.push(Action::Data(slot, gen, Payload::Raw(data.to_vec())));
                         } else {
                             conn.data_batch = batch;
-                            let b = PyBytes::new(py, data).unbind();
-                            actions.push(Action::Data(slot, gen, Payload::Bytes(b)));
+                            // Every receive of this transport in the batch becomes one
+                            // data_received call (asyncio reads up to 256 KiB at once);
+                            // its buffers go back once copied, after the loop.
+                            match groups.iter_mut().find(|g| g.0 == slot) {
+                                Some(g) => g.2.push((bid, n)),
+                                None => {
+                                    groups.push((slot, actions.len(), vec![(bid, n)]));
+                                    actions.push(Action::Data(slot, gen, Payload::Pending));
+                                }
+                            }
+                            kept = true;
                         }
                     }
-                    br.available -= 1;
-                    br.push(bid);
-                    br.publish();
+                    if !kept {
+                        br.available -= 1;
+                        br.push(bid);
+                        br.publish();
+                    }
                 } else {
                     if let (Some(bid), Some(br)) = (bid, engine.bufring.as_mut()) {
                         br.available -= 1;
@@ -561,10 +627,7 @@ impl LoopCore {
                     }
                     if !c.reading || !c.backlog.is_empty() {
                         // Paused by an earlier callback of this batch: keep the bytes.
-                        match &payload {
-                            Payload::Bytes(b) => c.backlog.extend_from_slice(b.as_bytes(py)),
-                            Payload::Raw(v) => c.backlog.extend_from_slice(v),
-                        }
+                        c.backlog.extend_from_slice(payload.data(py));
                         return Ok(());
                     }
                     (
@@ -715,10 +778,7 @@ impl LoopCore {
                 .map(drop)
         };
         if let Some((get_buffer, buffer_updated)) = buffered {
-            let data: &[u8] = match &payload {
-                Payload::Raw(v) => v,
-                Payload::Bytes(b) => b.as_bytes(py),
-            };
+            let data: &[u8] = payload.data(py);
             let mut off = 0;
             while off < data.len() {
                 let buf = match get_buffer.bind(py).call1((-1,)) {
@@ -765,6 +825,7 @@ impl LoopCore {
         let arg = match payload {
             Payload::Bytes(b) => b.into_any(),
             Payload::Raw(v) => PyBytes::new(py, &v).into_any().unbind(),
+            Payload::Pending => return Ok(()),
         };
         match dr.bind(py).call1((arg,)) {
             Ok(_) => Ok(()),
@@ -984,10 +1045,7 @@ impl LoopCore {
                 match a {
                     Action::Data(slot, gen, p) => {
                         if let Some(c) = inner.conn(slot, gen) {
-                            match &p {
-                                Payload::Bytes(b) => c.backlog.extend_from_slice(b.as_bytes(py)),
-                                Payload::Raw(v) => c.backlog.extend_from_slice(v),
-                            }
+                            c.backlog.extend_from_slice(p.data(py));
                             inner.resumed.push(slot);
                         }
                     }

@@ -54,7 +54,8 @@ def run_one(cmd: list[str], env: dict[str, str], size: int, conc: int, dur: floa
     rps = d["req_per_s"]
     # The CPU time covers warm-up and run; assume the warm-up ran at the same rate.
     us = (c1 - c0) / (rps * (dur + 0.5)) * 1e6 if rps else float("nan")
-    return int(rps), us, d.get("first_error")
+    lat = d.get("latency_us", {})
+    return int(rps), us, lat.get("p50"), lat.get("p99"), d.get("first_error")
 
 
 def main() -> None:
@@ -75,11 +76,12 @@ def main() -> None:
                 args = {"uvloop": ["--loop", "uvloop"], "asyncio": []}.get(name, ringio)
                 if name == "ringio-sel":
                     env["RINGIO_LOOP_TRANSPORT"] = "selector"
-                rps, us, err = run_one(
+                rps, us, p50, p99, err = run_one(
                     [*base, "--flavour", fl, *args], env, a.size, a.conc, a.duration
                 )
                 print(
                     f"round={r} {fl:9s} {name:11s} req/s={rps:7d} server_us/req={us:6.2f}"
+                    f" p50_us={p50:8.0f} p99_us={p99:8.0f}"
                     + (f" error={err}" if err else ""),
                     flush=True,
                 )
