@@ -218,6 +218,10 @@ enum Payload {
     Pending,
 }
 
+/// One transport's receives in a CQE batch: (slot, index of its Data action, the
+/// (buffer id, length) of each receive, in order).
+type Group = (u32, usize, Vec<(u16, usize)>);
+
 impl Payload {
     fn data<'a>(&'a self, py: Python<'a>) -> &'a [u8] {
         match self {
@@ -438,8 +442,7 @@ impl LoopCore {
     ) {
         inner.batch += 1;
         let batch = inner.batch;
-        // (slot, index of its Data action, the buffers and lengths received).
-        let mut groups: Vec<(u32, usize, Vec<(u16, usize)>)> = Vec::new();
+        let mut groups: Vec<Group> = Vec::new();
         Self::absorb_cqes(inner, py, engine, cqes, actions, batch, &mut groups);
         let Some(br) = engine.bufring.as_mut() else {
             return;
@@ -476,7 +479,7 @@ impl LoopCore {
         cqes: &[RawCompletion],
         actions: &mut Vec<Action>,
         batch: u64,
-        groups: &mut Vec<(u32, usize, Vec<(u16, usize)>)>,
+        groups: &mut Vec<Group>,
     ) {
         for c in cqes {
             let (slot, gen, kind) = untoken(c.token);
