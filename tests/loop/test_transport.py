@@ -679,3 +679,34 @@ def test_unix_socket_transport(loop, run):
             await srv.wait_closed()
 
     run(main())
+
+
+def test_many_connections_share_the_buffer_ring(loop, run):
+    """More receives in one batch than a small buffer ring would hold: every byte
+    arrives, in order, on every connection (ENOBUFS only re-arms)."""
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, t):
+            self.t = t
+
+        def data_received(self, d):
+            self.t.write(d)
+
+    async def client(port, i):
+        r, w = await asyncio.open_connection(HOST, port)
+        data = _pattern(20_000 + i)
+        w.write(data)
+        got = await r.readexactly(len(data))
+        w.close()
+        await w.wait_closed()
+        return got == data
+
+    async def main():
+        srv = await loop.create_server(Echo, HOST, 0, backlog=512)
+        port = srv.sockets[0].getsockname()[1]
+        results = await asyncio.gather(*(client(port, i) for i in range(300)))
+        assert all(results)
+        srv.close()
+        await srv.wait_closed()
+
+    run(main(), timeout=30)
