@@ -113,6 +113,8 @@ struct Conn {
     pending_eof: bool,
     pending_err: Option<i32>,
     queue: VecDeque<Chunk>,
+    /// An emptied chunk buffer, reused by the next write.
+    spare: Option<Vec<u8>>,
     /// Bytes of the queue's head chunk already sent.
     head_off: usize,
     queued: usize,
@@ -163,7 +165,14 @@ impl Conn {
             let left = len - self.head_off;
             if n >= left {
                 n -= left;
-                self.queue.pop_front();
+                if let Some(Chunk::Owned(mut v)) = self.queue.pop_front() {
+                    // Kept for the next write: a ping-pong transport then queues
+                    // every message without a malloc/free pair.
+                    if self.spare.is_none() && v.capacity() <= 64 * 1024 {
+                        v.clear();
+                        self.spare = Some(v);
+                    }
+                }
                 self.head_off = 0;
             } else {
                 self.head_off += n;
@@ -1094,6 +1103,7 @@ impl LoopCore {
             pending_eof: false,
             pending_err: None,
             queue: VecDeque::new(),
+            spare: None,
             head_off: 0,
             queued: 0,
             send_inflight: false,
@@ -1457,7 +1467,8 @@ impl TransportWriter {
                 _obj: Bound::<PyBytes>::clone(b).unbind(),
             }),
             _ => {
-                let mut v = Vec::with_capacity(n.max(4096));
+                let mut v = c.spare.take().unwrap_or_default();
+                v.reserve(n.max(4096));
                 v.extend_from_slice(src);
                 c.queue.push_back(Chunk::Owned(v));
             }
