@@ -73,6 +73,12 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
 /// ringio read/write accept it.
 #[pyclass(module = "ringio._core", frozen)]
 pub struct AlignedBuffer {
+    mem: AlignedAlloc,
+}
+
+/// A zero-filled heap allocation of `len` bytes at an `align`-aligned address
+/// (pure Rust, so its unsafe code runs under Miri).
+pub struct AlignedAlloc {
     ptr: NonNull<u8>,
     len: usize,
     layout: Layout,
@@ -80,9 +86,55 @@ pub struct AlignedBuffer {
 
 // SAFETY: the allocation is owned exclusively by this object and freed only in Drop;
 // its bytes are shared through the buffer protocol exactly as a bytearray's are.
-unsafe impl Send for AlignedBuffer {}
+unsafe impl Send for AlignedAlloc {}
 // SAFETY: as above; the struct's own fields are never mutated after construction.
-unsafe impl Sync for AlignedBuffer {}
+unsafe impl Sync for AlignedAlloc {}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum AllocError {
+    /// The size rounded up to the alignment overflows isize.
+    TooLarge,
+    /// The allocator returned null.
+    OutOfMemory,
+}
+
+impl AlignedAlloc {
+    /// `align` must be a power of two (checked by the caller: a non-power is
+    /// reported as `TooLarge` here rather than panicking).
+    pub fn new(len: usize, align: usize) -> Result<Self, AllocError> {
+        // A zero-length buffer still gets a real (one-byte) allocation, so that its
+        // address is aligned and distinct like any other.
+        let layout =
+            Layout::from_size_align(len.max(1), align).map_err(|_| AllocError::TooLarge)?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr).ok_or(AllocError::OutOfMemory)?;
+        Ok(Self { ptr, len, layout })
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn align(&self) -> usize {
+        self.layout.align()
+    }
+}
+
+impl Drop for AlignedAlloc {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with exactly this layout, and freed only here.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
 
 #[pymethods]
 impl AlignedBuffer {
@@ -102,36 +154,37 @@ impl AlignedBuffer {
             }
         };
         let len = nbytes as usize;
-        let layout = Layout::from_size_align(len.max(1), alignment)
-            .map_err(|e| PyValueError::new_err(format!("cannot allocate {len} bytes: {e}")))?;
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(ptr).ok_or_else(|| {
-            pyo3::exceptions::PyMemoryError::new_err(format!("cannot allocate {len} bytes"))
+        let mem = AlignedAlloc::new(len, alignment).map_err(|e| match e {
+            AllocError::TooLarge => PyValueError::new_err(format!(
+                "cannot allocate {len} bytes aligned to {alignment}: too large"
+            )),
+            AllocError::OutOfMemory => {
+                pyo3::exceptions::PyMemoryError::new_err(format!("cannot allocate {len} bytes"))
+            }
         })?;
-        Ok(Self { ptr, len, layout })
+        Ok(Self { mem })
     }
 
     #[getter]
     fn alignment(&self) -> usize {
-        self.layout.align()
+        self.mem.align()
     }
 
     /// The buffer's address, for checking alignment.
     #[getter]
     fn address(&self) -> usize {
-        self.ptr.as_ptr() as usize
+        self.mem.as_ptr() as usize
     }
 
     fn __len__(&self) -> usize {
-        self.len
+        self.mem.len()
     }
 
     fn __repr__(&self) -> String {
         format!(
             "<ringio.AlignedBuffer {} bytes, aligned to {}>",
-            self.len,
-            self.layout.align()
+            self.mem.len(),
+            self.mem.align()
         )
     }
 
@@ -149,8 +202,8 @@ impl AlignedBuffer {
             ffi::PyBuffer_FillInfo(
                 view,
                 slf.as_ptr(),
-                this.ptr.as_ptr().cast(),
-                this.len as ffi::Py_ssize_t,
+                this.mem.as_ptr().cast(),
+                this.mem.len() as ffi::Py_ssize_t,
                 0,
                 flags,
             )
@@ -167,10 +220,35 @@ impl AlignedBuffer {
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
 }
 
-impl Drop for AlignedBuffer {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with exactly this layout; every export held a
-        // reference to this object, so none is left when it is dropped.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+// AlignedBuffer needs no Drop of its own: every buffer export holds a reference to
+// the object, so when it is dropped (freeing `mem`) no export is left.
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocations_are_aligned_zeroed_and_writable() {
+        for align in [1, 8, 512, 4096] {
+            for len in [0, 1, 511, 4096, 10_000] {
+                let a = AlignedAlloc::new(len, align).unwrap();
+                assert_eq!(a.as_ptr() as usize % align, 0, "len {len} align {align}");
+                assert_eq!(a.len(), len);
+                // SAFETY: the allocation holds `len` initialised (zeroed) bytes.
+                let bytes = unsafe { std::slice::from_raw_parts_mut(a.as_ptr(), len) };
+                assert!(bytes.iter().all(|b| *b == 0));
+                bytes.fill(0xA5);
+                assert!(bytes.iter().all(|b| *b == 0xA5));
+            }
+        }
+    }
+
+    #[test]
+    fn impossible_layouts_are_errors_not_panics() {
+        assert_eq!(
+            AlignedAlloc::new(usize::MAX - 10, 4096).err(),
+            Some(AllocError::TooLarge)
+        );
+        assert_eq!(AlignedAlloc::new(16, 3).err(), Some(AllocError::TooLarge));
     }
 }

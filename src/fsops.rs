@@ -402,3 +402,33 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statx_fields_are_read_at_the_kernel_offsets() {
+        let buf = StatxBuf::new();
+        {
+            // What the kernel does while the op is in flight: write through the pointer.
+            // SAFETY: as_mut_ptr points at 256 writable bytes owned by `buf`.
+            let raw = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr(), 256) };
+            raw[0x00..0x04].copy_from_slice(&0x7ffu32.to_ne_bytes());
+            raw[0x1c..0x1e].copy_from_slice(&0o100644u16.to_ne_bytes());
+            raw[0x28..0x30].copy_from_slice(&123_456_789u64.to_ne_bytes());
+            raw[0x70..0x78].copy_from_slice(&(-5i64).to_ne_bytes());
+            raw[0x78..0x7c].copy_from_slice(&999u32.to_ne_bytes());
+            raw[0x88..0x8c].copy_from_slice(&8u32.to_ne_bytes());
+            raw[0x8c..0x90].copy_from_slice(&1u32.to_ne_bytes());
+        }
+        // SAFETY: the "kernel" above is done writing.
+        let f = statx_fields(unsafe { buf.bytes() });
+        assert_eq!(f.mask, 0x7ff);
+        assert_eq!(f.mode, 0o100644);
+        assert_eq!(f.size, 123_456_789);
+        assert_eq!(f.mtime, (-5, 999));
+        assert_eq!(f.dev, (8, 1));
+        assert_eq!(f.nlink, 0);
+    }
+}

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod errors;
 pub mod fastpath;
 pub mod fsops;
+pub mod lines;
 pub mod loopcore;
 pub mod net;
 pub mod op;
@@ -37,6 +38,21 @@ fn dio_alignment(py: Python<'_>, fd: i32) -> PyResult<Option<(u32, u32)>> {
     Ok(None)
 }
 
+/// The filesystem type of an open fd (`statfs.f_type`, e.g. 0x65735546 for FUSE).
+#[pyfunction]
+fn fs_type(py: Python<'_>, fd: i32) -> PyResult<i64> {
+    // SAFETY: all-zero is a valid statfs, and fstatfs fills it in; `st` outlives the call.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a writable statfs owned by this frame.
+    if unsafe { libc::fstatfs(fd, &mut st) } < 0 {
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EBADF);
+        return Err(errors::os_error(py, errno, Some(fd), None));
+    }
+    Ok(st.f_type as i64)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -44,6 +60,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     op::register(m)?;
     fsops::register(m)?;
     net::register(m)?;
+    lines::register(m)?;
     loopcore::register(m)?;
     m.add_class::<aio::py::AioContext>()?;
     m.add_class::<uring::py::Ring>()?;
@@ -51,6 +68,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffers::AlignedBuffer>()?;
     m.add_function(wrap_pyfunction!(fastpath::pread_nowait, m)?)?;
     m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
+    m.add_function(wrap_pyfunction!(fs_type, m)?)?;
     m.add(
         "PartialSubmitError",
         py.get_type::<errors::PartialSubmitError>(),

@@ -42,10 +42,11 @@ const KIND_RECV: u64 = 0;
 const KIND_SEND: u64 = 1;
 /// Buffer group of the loop's provided buffers (the ring has no other group).
 const BGID: u16 = 0x4c;
-/// 1024 x 16 KiB (16 MiB, mapped with MAP_NORESERVE): a buffer goes back to the
-/// kernel as soon as its bytes are copied out, so only a batch of more CQEs than the
-/// CQ holds (1024) could exhaust it; then the multishot receive ends with ENOBUFS
-/// and is re-armed at the next select. (256 buffers starved 1,000 connections.)
+/// Up to 1024 x 16 KiB (16 MiB, mapped with MAP_NORESERVE). The buffer ring provides
+/// a small window of the most recently returned buffers (cache-warm), doubled each
+/// time the kernel runs out (ENOBUFS ends the multishot receive, which is re-armed at
+/// the next select); a buffer goes back as soon as its bytes are copied out. (256
+/// buffers in all starved 1,000 connections.)
 const NBUFS: u16 = 1024;
 const BUFSIZE: usize = 16 * 1024;
 /// Writes smaller than this are copied into the queue's tail chunk (one iovec for
@@ -471,13 +472,13 @@ impl LoopCore {
             });
             for &(bid, _) in &segs {
                 br.available -= 1;
-                br.push(bid);
+                br.give(bid);
             }
             if let (Ok(b), Action::Data(_, _, p)) = (bytes, &mut actions[at]) {
                 *p = Payload::Bytes(b.unbind());
             }
         }
-        br.publish();
+        br.refill();
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -498,8 +499,8 @@ impl LoopCore {
             let Some(conn) = inner.conn(slot, gen) else {
                 if let (Some(bid), Some(br)) = (bid, engine.bufring.as_mut()) {
                     br.available -= 1;
-                    br.push(bid);
-                    br.publish();
+                    br.give(bid);
+                    br.refill();
                 }
                 continue;
             };
@@ -543,14 +544,14 @@ impl LoopCore {
                     }
                     if !kept {
                         br.available -= 1;
-                        br.push(bid);
-                        br.publish();
+                        br.give(bid);
+                        br.refill();
                     }
                 } else {
                     if let (Some(bid), Some(br)) = (bid, engine.bufring.as_mut()) {
                         br.available -= 1;
-                        br.push(bid);
-                        br.publish();
+                        br.give(bid);
+                        br.refill();
                     }
                     let deferred = conn.data_batch == batch;
                     match -res {
@@ -562,7 +563,14 @@ impl LoopCore {
                                 actions.push(Action::Eof(slot, gen));
                             }
                         }
-                        libc::ECANCELED | libc::ENOBUFS => {}
+                        libc::ECANCELED => {}
+                        libc::ENOBUFS => {
+                            // The provided window ran dry: widen it (the receive is
+                            // re-armed at the next select).
+                            if let Some(br) = engine.bufring.as_mut() {
+                                br.grow();
+                            }
+                        }
                         e => {
                             conn.recv_done = true;
                             if live && deferred {

@@ -38,7 +38,16 @@ write-only), `dirfd` (a directory), `badfd` (a number that is not open), `rpipe`
 non-contiguous view), `big` = 2**63-1, `huge` = 2**64, `path`/`missing`/`newpath`/`tmp`;
 `ctx`, `ring`, `actx`, `lctx`, `cctx`, `w`, `loop` and their `closed_*` twins;
 `f`/`fr`/`fw`/`fc` are ringio files opened read-write / read-only / write-only / closed.
-`scenarios.*` are the multi-step cases in `tests/badinput/scenarios.py`.
+`aiofiles` is `ringio.compat.aiofiles` (its rows expect what aiofiles 25.1 raises for
+the same call; a case says where ringio differs on purpose), `lab` is
+`ringio.compat.linux_aio_bind`. In the `ringio.tempfile` rows: `ntf` (a named temporary
+file), `sp`/`spr` (a spooled file in memory / rolled over to a file), `spc`/`sprc`
+(the same, closed), `td` (a temporary directory). `scenarios.*` are the multi-step cases
+in `tests/badinput/scenarios.py`. `filename=X`: the exception's `filename` must be the
+fixture `X` (as os puts the path in it).
+
+`tests/badinput/test_coverage.py` checks that every public callable has rows here, or
+an exemption with its reason.
 """
 
 

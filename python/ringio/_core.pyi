@@ -1,6 +1,6 @@
 """Type stubs for ringio's native core (Rust, PyO3)."""
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Generator, Iterable
 from typing import Any, Literal, final
 
 from typing_extensions import Buffer
@@ -237,6 +237,41 @@ class AlignedBuffer:
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
 def dio_alignment(fd: int) -> tuple[int, int] | None: ...
+def fs_type(fd: int) -> int: ...
+
+# ---------------------------------------------------------------- line iteration
+
+LINES_BYTES: int
+LINES_LF: int
+LINES_CR: int
+LINES_CRLF: int
+LINES_UNIVERSAL: int
+
+@final
+class LineCursor:
+    """A read position in a chunk a file lends to line iteration (bytes for
+    LINES_BYTES, decoded str for the others)."""
+
+    def __init__(self, chunk: bytes | str, pos: int, kind: int) -> None: ...
+    def take(self) -> int: ...
+    @property
+    def pos(self) -> int: ...
+    @property
+    def chunk(self) -> bytes | str: ...
+    def next_line(self) -> bytes | str | None: ...
+
+@final
+class LineIter:
+    """``async for`` over a ringio file's lines: ``__anext__`` returns the iterator
+    itself, already complete, for a line in the file's lent chunk (``_cursor``), else
+    the file's ``_next_line()`` coroutine."""
+
+    def __init__(self, file: Any, /) -> None: ...
+    def __aiter__(self) -> LineIter: ...
+    def __anext__(self) -> Awaitable[Any]: ...
+    def __await__(self) -> Generator[Any, None, Any]: ...
+    def __iter__(self) -> LineIter: ...
+    def __next__(self) -> Any: ...
 
 # ---------------------------------------------------------------- Watcher (net)
 

@@ -17,6 +17,10 @@ may do I/O. Design notes, in short (docs/files.md has the long version):
   for the next read.
 * Line reads and reads to EOF use large chunks (64 KiB growing to 1 MiB) split in
   memory; text is decoded a whole chunk at a time.
+* ``async for line in f`` is native (``_core.LineIter``): the file lends the rest of
+  its chunk (read buffer, or decoded text) to a ``_core.LineCursor`` kept in
+  ``self._cursor``; lines split from it cost no coroutine. Every other operation
+  first takes the cursor back (``_unlines()``), which restores the position.
 """
 
 from __future__ import annotations
@@ -36,7 +40,17 @@ from collections.abc import AsyncIterator, Generator, Iterable
 from typing import Any
 
 from . import _engines
-from ._core import AlignedBuffer, dio_alignment
+from ._core import (
+    LINES_BYTES,
+    LINES_CR,
+    LINES_CRLF,
+    LINES_LF,
+    LINES_UNIVERSAL,
+    AlignedBuffer,
+    LineCursor,
+    LineIter,
+    dio_alignment,
+)
 
 __all__ = ["AsyncBufferedFile", "AsyncFileIO", "AsyncTextFile", "open"]
 
@@ -51,9 +65,11 @@ DIO_FALLBACK = 4096
 #: ~40% more per line than 64-256 KiB ones).
 TEXT_CHUNK_MAX = 256 * 1024
 
-# Line breaks str.splitlines() knows besides \n and \r: a chunk holding any of
-# them is split with str.find instead (see AsyncTextFile._split).
-_ODD_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+# How line iteration splits decoded text, per newline= (None: the newline decoder
+# already turned \r and \r\n into \n).
+_LINE_KINDS = {
+    None: LINES_LF, "\n": LINES_LF, "\r": LINES_CR, "\r\n": LINES_CRLF, "": LINES_UNIVERSAL,
+}  # fmt: skip
 
 
 def _closed_error() -> ValueError:
@@ -140,6 +156,8 @@ class AsyncFileIO(_Base):
         self._bufsize = buffer_size
         self._rbuf = b""
         self._rpos = 0
+        # Line iteration: the cursor the rest of _rbuf is lent to (see _lend).
+        self._cursor: LineCursor | None = None
         self._wbuf = bytearray()
         self._fill = buffer_size  # grows while reads stay sequential
         self._last_fill_end = -1
@@ -341,8 +359,33 @@ class AsyncFileIO(_Base):
         return got
 
     # -- buffer management (lock held) ------------------------------------------------
+    def _unlines(self) -> None:
+        """Takes back the read buffer lent to line iteration: _rpos is where its
+        next unread line starts. Every method that looks at _rbuf/_rpos calls this
+        first (before any await)."""
+        c = self._cursor
+        if c is not None:
+            self._cursor = None
+            pos = c.take()
+            if pos >= 0:
+                self._rpos = pos
+
+    def _lend(self) -> None:
+        """Lends the rest of the read buffer to line iteration (after a line was
+        read through readline()); not while another task's op holds the lock."""
+        rbuf = self._rbuf
+        if (
+            self._cursor is None
+            and self._buffered
+            and self._rpos < len(rbuf)
+            and type(rbuf) is bytes
+            and not self._lock.locked()
+        ):
+            self._cursor = LineCursor(rbuf, self._rpos, LINES_BYTES)
+
     def _drop_read_buffer(self) -> None:
         """Forgets read-ahead: the raw position goes back to the logical one."""
+        self._unlines()
         left = len(self._rbuf) - self._rpos
         if left:
             if self._seekable and self._pos is not None:
@@ -376,11 +419,13 @@ class AsyncFileIO(_Base):
             del wbuf[:n]
 
     async def _before_read(self) -> None:
+        self._unlines()
         await self._settle()
         if self._wbuf:
             await self._flush_locked()
 
     async def _before_write(self) -> None:
+        self._unlines()
         await self._settle()
         if self._rpos < len(self._rbuf):
             self._drop_read_buffer()
@@ -415,6 +460,8 @@ class AsyncFileIO(_Base):
         size = _index(size)
         if size < 0:
             return await self.readall()
+        if self._cursor is not None:
+            self._unlines()
         if not self._buffered:
             async with self._lock:
                 await self._before_read()
@@ -461,8 +508,9 @@ class AsyncFileIO(_Base):
 
     async def read1(self, size: int = -1) -> bytes:
         """Reads up to `size` bytes with at most one read from the file."""
+        self._unlines()
         self._check_readable()
-        size = _index(size)
+        size = _index(size, allow_none=False)  # as io's read1: None is a TypeError
         async with self._lock:
             await self._before_read()
             if size < 0:
@@ -475,6 +523,7 @@ class AsyncFileIO(_Base):
 
     async def readall(self) -> bytes:
         """Reads to the end of the file, in large chunks."""
+        self._unlines()
         self._check_readable()
         async with self._lock:
             await self._before_read()
@@ -500,6 +549,7 @@ class AsyncFileIO(_Base):
 
     async def readinto(self, buffer: Any) -> int:
         """Reads into a writable bytes-like object; returns the byte count."""
+        self._unlines()
         self._check_readable()
         try:
             mv = memoryview(buffer)
@@ -548,6 +598,8 @@ class AsyncFileIO(_Base):
         """Reads one line (up to and including b'\\n'), at most `size` bytes."""
         self._check_readable()
         size = _index(size)
+        if self._cursor is not None:
+            self._unlines()
         rbuf, rpos = self._rbuf, self._rpos
         i = rbuf.find(b"\n", rpos)
         if i >= 0 and (size < 0 or i + 1 - rpos <= size) and not self._lock.locked():
@@ -608,30 +660,22 @@ class AsyncFileIO(_Base):
         return lines
 
     async def __anext__(self) -> bytes:
+        return await self._next_line()
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        # Native: lines already in the lent buffer cost no coroutine (_core.LineIter);
+        # the state stays in the object, so readline() and friends can be mixed in.
+        self._check_readable()
+        return LineIter(self)  # type: ignore[no-any-return]
+
+    async def _next_line(self) -> bytes:
+        """Iteration's slow path (LineIter calls it when the lent buffer holds no
+        complete line): one readline(), then the rest of the buffer is lent out."""
         line = await self.readline()
         if not line:
             raise StopAsyncIteration
+        self._lend()
         return line
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        self._check_readable()
-        return self._iter_lines()
-
-    async def _iter_lines(self) -> AsyncIterator[bytes]:
-        # An async generator: each line costs a resume, not a new coroutine. The
-        # state stays in the object, so readline() and friends can be mixed in.
-        while True:
-            rbuf, rpos = self._rbuf, self._rpos
-            i = rbuf.find(b"\n", rpos)
-            if i >= 0 and not self._lock.locked():
-                i += 1
-                self._rpos = i
-                yield rbuf[rpos:i]
-                continue
-            line = await self.readline()
-            if not line:
-                return
-            yield line
 
     # -- ringio's own ---------------------------------------------------------------
     async def pread(self, n: int, offset: int) -> bytes:
@@ -655,6 +699,7 @@ class AsyncFileIO(_Base):
 
     async def pwrite(self, data: Any, offset: int) -> int:
         """Writes `data` at `offset` (one op, may be short), leaving the position alone."""
+        self._unlines()
         self._check_writable()
         if isinstance(data, str):
             raise TypeError("a bytes-like object is required, not 'str'")
@@ -677,6 +722,7 @@ class AsyncFileIO(_Base):
     async def readv(self, buffers: Iterable[Any]) -> int:
         """Scatter read: fills `buffers` in order with ONE op at the position, which
         advances; returns the byte count."""
+        self._unlines()
         self._check_readable()
         bufs = list(buffers)
         for b in bufs:  # as os.readv: a read-only target is a TypeError, up front
@@ -709,6 +755,7 @@ class AsyncFileIO(_Base):
     async def writev(self, buffers: Iterable[Any]) -> int:
         """Gather write: writes `buffers` in order with ONE op at the position, which
         advances; returns the byte count (may be short, like os.writev)."""
+        self._unlines()
         self._check_writable()
         bufs = list(buffers)
         for b in bufs:
@@ -786,7 +833,7 @@ class AsyncFileIO(_Base):
 
     async def writelines(self, lines: Iterable[Any]) -> None:
         """Writes every bytes-like object of `lines` (no separators added)."""
-        self._check_writable()
+        self._check_closed()  # as io: not writable fails at the first write
         for line in lines:
             await self.write(line)
 
@@ -800,12 +847,14 @@ class AsyncFileIO(_Base):
     # -- position ---------------------------------------------------------------------
     def _logical_pos(self) -> int:
         assert self._pos is not None
+        self._unlines()
         if self._wbuf:
             return self._pos + len(self._wbuf)
         return self._pos - (len(self._rbuf) - self._rpos)
 
     async def tell(self) -> int:
         """The current position."""
+        self._unlines()
         self._check_closed()
         if not self._seekable:
             raise OSError(errno.ESPIPE, os.strerror(errno.ESPIPE))
@@ -819,11 +868,15 @@ class AsyncFileIO(_Base):
     async def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         """Moves the position (whence: SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA,
         SEEK_HOLE); returns the new position."""
+        self._unlines()
         self._check_closed()
         offset = operator.index(offset)
         whence = operator.index(whence)
         if whence not in (os.SEEK_SET, os.SEEK_CUR, os.SEEK_END, os.SEEK_DATA, os.SEEK_HOLE):
-            raise ValueError(f"whence value {whence} unsupported")
+            if self._buffered:
+                raise ValueError(f"whence value {whence} unsupported")
+            if self._seekable:  # as FileIO: lseek refuses it (a pipe: ESPIPE, below)
+                raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         if not self._seekable:
             if self._buffered:
                 raise io.UnsupportedOperation("File or stream is not seekable.")
@@ -849,6 +902,7 @@ class AsyncFileIO(_Base):
 
     async def truncate(self, size: int | None = None) -> int:
         """Resizes the file to `size` (default: the position); the position stays."""
+        self._unlines()
         self._check_closed()
         if not self._writable:
             raise io.UnsupportedOperation(
@@ -875,6 +929,7 @@ class AsyncFileIO(_Base):
         """Flushes, then closes the fd through the engine (unless closefd=False)."""
         if self._closed:
             return
+        self._unlines()  # iteration stops: the next line raises ValueError
         try:
             if self._wbuf or self._pending is not None:
                 async with self._lock:
@@ -963,7 +1018,9 @@ class AsyncTextFile(_Base):
         self._encoder: Any = None
         self._decoded = ""  # text decoded and not yet returned from here on
         self._used = 0
-        self._lines: list[str] = []  # iteration: complete lines, reversed, before _decoded
+        # Line iteration: the cursor the rest of _decoded is lent to (see _lend).
+        self._cursor: LineCursor | None = None
+        self._line_kind = _LINE_KINDS[newline]
         self._snapshot: tuple[int, bytes] | None = None
         self._b2cratio = 0.0
         self._seekable = self._telling = buffer._seekable
@@ -1056,12 +1113,20 @@ class AsyncTextFile(_Base):
         self._used = 0
 
     def _unlines(self) -> None:
-        """Folds the iteration's pre-split lines back into the decoded text."""
-        if self._lines:
-            self._lines.reverse()
-            self._decoded = "".join(self._lines) + self._decoded[self._used :]
-            self._used = 0
-            self._lines.clear()  # in place: a suspended iterator holds this list
+        """Takes back the decoded text lent to line iteration: _used is where its
+        next unread line starts. Every method that looks at _decoded/_used calls
+        this first."""
+        c = self._cursor
+        if c is not None:
+            self._cursor = None
+            pos = c.take()
+            if pos >= 0:
+                self._used = pos
+
+    def _lend(self) -> None:
+        """Lends the rest of the decoded text to line iteration."""
+        if self._cursor is None and self._used < len(self._decoded):
+            self._cursor = LineCursor(self._decoded, self._used, self._line_kind)
 
     def _take(self, n: int | None = None) -> str:
         used = self._used
@@ -1132,9 +1197,7 @@ class AsyncTextFile(_Base):
         """Reads one line, with its line ending (translated per `newline`)."""
         self._check_readable()
         size = _index(size)
-        if self._lines:
-            if size < 0:
-                return self._lines.pop()
+        if self._cursor is not None:
             self._unlines()
         decoded, used = self._decoded, self._used
         end, _ = self._find_eol(decoded, used)
@@ -1144,32 +1207,41 @@ class AsyncTextFile(_Base):
         return await self._readline_slow(size)
 
     async def _readline_slow(self, size: int) -> str:
-        # As _pyio does: gather the line across chunks (each chunk replaces the
-        # decoded text, so tell() snapshots stay right), then give back what
-        # follows the line end.
-        line = self._take()
-        start = 0
-        while True:
-            end, resume = self._find_eol(line, start)
-            if end >= 0:
-                break
-            if size >= 0 and len(line) >= size:
+        # As _pyio does, the line is gathered across chunks and each chunk replaces
+        # the decoded text (so tell() snapshots stay right); but in parts: of the
+        # chunk where the line ends only the line's part is copied.
+        first = self._take()
+        end, _ = self._find_eol(first, 0)
+        if end >= 0 or (size >= 0 and len(first) >= size):
+            if end < 0 or (size >= 0 and end > size):
                 end = size
-                break
-            start = resume
+            self._used -= len(first) - end
+            return first[:end]
+        parts = [first]
+        total = len(first)  # < size when size >= 0
+        crlf = self._readnl == "\r\n"
+        while True:
             while await self._read_chunk():
                 if self._decoded:
                     break
-            if self._decoded:
-                line += self._take()
-            else:
+            text = self._decoded
+            if not text:
                 self._set_decoded("")
                 self._snapshot = None
-                return line
-        if size >= 0 and end > size:
-            end = size
-        self._used -= len(line) - end
-        return line[:end]
+                return "".join(parts)
+            if crlf and text[0] == "\n" and parts[-1].endswith("\r"):
+                end = 1  # the \r\n straddles the chunks
+            else:
+                end, _ = self._find_eol(text, 0)
+            if end >= 0 or (size >= 0 and total + len(text) >= size):
+                if end < 0 or (size >= 0 and total + end > size):
+                    end = size - total
+                self._used = end
+                parts.append(text[:end])
+                return "".join(parts)
+            parts.append(text)
+            total += len(text)
+            self._used = len(text)
 
     async def readlines(self, hint: int | None = -1) -> list[str]:
         """Reads lines until EOF, or until their total size reaches `hint`."""
@@ -1186,73 +1258,27 @@ class AsyncTextFile(_Base):
                 break
         return lines
 
-    def _split(self, text: str) -> list[str] | None:
-        """`text` split after each line end, when str.splitlines can do it exactly."""
-        if self._readnl is not None and self._readnl not in ("", "\n"):
-            return None
-        if self._readnl == "\n" and "\r" in text:
-            return None
-        if not text.isascii() or any(c in text for c in _ODD_BREAKS[:5]):
-            if any(c in text for c in _ODD_BREAKS):
-                return None
-        return text.splitlines(True)
-
     async def __anext__(self) -> str:
-        lines = self._lines
-        if lines:
-            return lines.pop()
-        line = await self._next_line()
-        if line is None:
-            raise StopAsyncIteration
-        return line
+        return await self._next_line()
 
     def __aiter__(self) -> AsyncIterator[str]:
+        # Native: lines already in the lent text cost no coroutine (_core.LineIter);
+        # the state stays in the object, so readline() and friends can be mixed in.
         self._check_readable()
-        return self._iter_lines()
+        return LineIter(self)  # type: ignore[no-any-return]
 
-    async def _iter_lines(self) -> AsyncIterator[str]:
-        # An async generator: each line is a pop from a pre-split chunk and a
-        # resume, not a new coroutine. `lines` is only ever mutated in place, so
-        # readline() and friends can be mixed in.
-        lines = self._lines
-        while True:
-            while lines:
-                yield lines.pop()
-            line = await self._next_line()
-            if line is None:
-                return
-            yield line
-
-    async def _next_line(self) -> str | None:
-        # Like TextIOWrapper.__next__: no tell() while iterating (snapshots cost).
+    async def _next_line(self) -> str:
+        """Iteration's slow path (LineIter calls it when the lent text holds no
+        complete line): one readline(), then the rest of the text is lent out."""
+        # Like TextIOWrapper.__next__: no tell() while iterating (no snapshots).
         self._telling = False
-        self._check_readable()
-        while True:
-            text = self._decoded[self._used :]
-            parts = self._split(text) if len(text) > 1024 else None
-            if parts:
-                last = parts[-1]
-                if self._line_done(last):
-                    tail = ""
-                else:
-                    tail = parts.pop()
-                if parts:
-                    parts.reverse()
-                    self._snapshot = None  # no tell() until iteration ends or a seek
-                    self._set_decoded(tail)
-                    self._lines[:] = parts
-                    return self._lines.pop()
-            line = await self.readline()
-            if line:
-                return line
-            self._snapshot = None
+        self._snapshot = None
+        line = await self.readline()
+        if not line:
             self._telling = self._seekable
-            return None
-
-    def _line_done(self, line: str) -> bool:
-        if self._readtranslate or self._readnl == "\n":
-            return line.endswith("\n")
-        return line.endswith(("\n", "\r"))  # newline='': the decoder holds a final \r
+            raise StopAsyncIteration
+        self._lend()
+        return line
 
     # -- writing ----------------------------------------------------------------------
     async def write(self, s: str) -> int:
@@ -1264,7 +1290,7 @@ class AsyncTextFile(_Base):
         haslf = (self._writetranslate or self._line_buffering) and "\n" in s
         if haslf and self._writetranslate and self._writenl != "\n":
             s = s.replace("\n", self._writenl)
-        if self._decoded or self._lines or self._snapshot is not None:
+        if self._decoded or self._cursor is not None or self._snapshot is not None:
             await self._rewind_to_logical()
         encoder = self._encoder or self._get_encoder()
         b = encoder.encode(s)
@@ -1276,18 +1302,18 @@ class AsyncTextFile(_Base):
     async def _rewind_to_logical(self) -> None:
         """Before writing after reading: puts the binary position back where the
         text read stopped (CPython writes after its read-ahead instead)."""
+        self._unlines()
         if self._seekable and self._telling and self.buffer._readable:
-            self._unlines()
             if self._used < len(self._decoded):
                 await self.seek(await self.tell())
         self._set_decoded("")
-        self._lines.clear()
         self._snapshot = None
         if self._decoder:
             self._decoder.reset()
 
     async def writelines(self, lines: Iterable[str]) -> None:
         """Writes every str of `lines` (no separators added)."""
+        self._check_closed()  # as io: even with nothing to write
         for line in lines:
             await self.write(line)
 
@@ -1307,6 +1333,7 @@ class AsyncTextFile(_Base):
 
     async def close(self) -> None:
         """Flushes, then closes."""
+        self._unlines()  # iteration stops: the next line raises ValueError
         if not self.buffer._closed:
             try:
                 await self.flush()
@@ -1413,6 +1440,7 @@ class AsyncTextFile(_Base):
     async def seek(self, cookie: int, whence: int = 0) -> int:
         """Moves to a tell() cookie (whence 0), or to the end (seek(0, 2))."""
         self._check_closed()
+        self._unlines()
         if not self._seekable:
             raise io.UnsupportedOperation("underlying stream is not seekable")
         cookie = operator.index(cookie)
@@ -1426,8 +1454,8 @@ class AsyncTextFile(_Base):
                 raise io.UnsupportedOperation("can't do nonzero end-relative seeks")
             await self.flush()
             position = await self.buffer.seek(0, whence)
+            self._unlines()
             self._set_decoded("")
-            self._lines.clear()
             self._snapshot = None
             if self._decoder:
                 self._decoder.reset()
@@ -1440,8 +1468,8 @@ class AsyncTextFile(_Base):
         await self.flush()
         start_pos, dec_flags, bytes_to_feed, need_eof, chars_to_skip = self._unpack_cookie(cookie)
         await self.buffer.seek(start_pos)
+        self._unlines()
         self._set_decoded("")
-        self._lines.clear()
         self._snapshot = None
         self._chunk = self._CHUNK
         if cookie == 0 and self._decoder:
@@ -1537,6 +1565,32 @@ def _parse_mode(mode: str) -> tuple[str, str, bool]:
     return raw, kind, "b" in modes
 
 
+def _check_text_args(
+    encoding: str | None, errors: str | None, newline: str | None, buffering: int,
+    direct: bool,
+) -> str:
+    """Validates the text layer's arguments as io.open does; returns the encoding."""
+    if newline not in (None, "", "\n", "\r", "\r\n"):
+        raise ValueError(f"illegal newline value: {newline}")
+    if buffering == 0:
+        raise ValueError("can't have unbuffered text I/O")
+    if direct:
+        raise ValueError("direct=True needs binary mode")
+    if encoding is None:
+        encoding = "locale"
+        if sys.flags.warn_default_encoding:
+            warnings.warn("'encoding' argument not specified", EncodingWarning, 3)
+    if encoding == "locale":
+        encoding = locale.getpreferredencoding(False)
+    if not codecs.lookup(encoding)._is_text_encoding:
+        raise LookupError(
+            f"{encoding!r} is not a text encoding; use codecs.open() to handle arbitrary codecs"
+        )
+    if errors is not None:
+        codecs.lookup_error(errors)
+    return encoding
+
+
 async def _open(
     file: Any, mode: str, buffering: int, encoding: str | None, errors: str | None,
     newline: str | None, closefd: bool, opener: Any, direct: bool,
@@ -1568,24 +1622,17 @@ async def _open(
     else:
         if newline is not None and not isinstance(newline, str):
             raise TypeError(f"open() argument 'newline' must be str or None, not {type(newline).__name__}")  # noqa: E501
-        if newline not in (None, "", "\n", "\r", "\r\n"):
-            raise ValueError(f"illegal newline value: {newline}")
-        if buffering == 0:
-            raise ValueError("can't have unbuffered text I/O")
-        if direct:
-            raise ValueError("direct=True needs binary mode")
-        if encoding is None:
-            encoding = "locale"
-            if sys.flags.warn_default_encoding:
-                warnings.warn("'encoding' argument not specified", EncodingWarning, 2)
-        if encoding == "locale":
-            encoding = locale.getpreferredencoding(False)
-        if not codecs.lookup(encoding)._is_text_encoding:
-            raise LookupError(
-                f"{encoding!r} is not a text encoding; use codecs.open() to handle arbitrary codecs"
-            )
-        if errors is not None:
-            codecs.lookup_error(errors)
+        try:
+            encoding = _check_text_args(encoding, errors, newline, buffering, direct)
+        except (ValueError, LookupError):
+            # io.open has already made the FileIO when the text layer refuses these,
+            # so an fd it was handed is closed (with closefd=True): do the same.
+            if isinstance(file, int) and file >= 0 and closefd:
+                try:
+                    os.close(file)
+                except OSError:
+                    pass
+            raise
     if isinstance(file, int) and file < 0:
         raise ValueError("negative file descriptor")
     if not isinstance(file, int) and not closefd:

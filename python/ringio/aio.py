@@ -17,7 +17,10 @@ asyncio use (no threads; completions arrive through the context's eventfd)::
 Kernel facts that shape this API:
 
 * Buffered (non-O_DIRECT) AIO runs synchronously inside io_submit; only O_DIRECT
-  reads and writes are truly asynchronous. POLL is always asynchronous.
+  reads and writes are truly asynchronous. POLL is always asynchronous. So
+  ``AsyncContext`` waits for readiness (a POLL op) before reading from or writing to
+  a pipe, socket or terminal, which would otherwise block the loop until the peer
+  acts; a write bigger than the room left can still block on a blocking fd.
 * Only POLL ops can be cancelled (``Context.cancel``); any other in-flight op must
   run to completion, and ringio keeps its buffers alive until then.
 * ``IOCB_CMD_NOOP`` exists in the ABI but the kernel rejects it with EINVAL.
@@ -29,7 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import select
+import stat
 from collections.abc import Iterable
 from typing import Any
 
@@ -156,6 +161,18 @@ class AsyncContext:
         fut = self._loop.create_future()
         return self._proactor.start(make(*args, data=fut, **kwargs))
 
+    async def _ready(self, fd: Any, events: int) -> None:
+        """Buffered AIO runs the read or write inside io_submit: on a pipe, socket or
+        terminal with nothing to read (or no room to write) that would block the
+        whole loop until the peer acts. Such fds are first waited on with a POLL op
+        (asynchronous and cancellable); regular files and block devices go at once."""
+        try:
+            mode = os.fstat(fd if isinstance(fd, int) else fd.fileno()).st_mode
+        except (OSError, AttributeError, TypeError, ValueError):
+            return  # the op itself reports the bad fd, as it would without this
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode):
+            await self.poll(fd, events)
+
     async def read(
         self, fd: Any, size: int, offset: int = 0, *, rw_flags: int = 0,
         priority: int | None = None,
@@ -175,6 +192,7 @@ class AsyncContext:
             else:
                 if data is not None:
                     return data
+        await self._ready(fd, select.POLLIN)
         buf = bytearray(size)
         n = await self._start(pread, fd, buf, offset, rw_flags=rw_flags, priority=priority)
         del buf[n:]
@@ -185,6 +203,7 @@ class AsyncContext:
         priority: int | None = None,
     ) -> int:
         """Reads into `buffer` at `offset`; returns the byte count."""
+        await self._ready(fd, select.POLLIN)
         return await self._start(pread, fd, buffer, offset, rw_flags=rw_flags, priority=priority)
 
     async def write(
@@ -192,6 +211,7 @@ class AsyncContext:
         priority: int | None = None,
     ) -> int:
         """Writes `data` at `offset`; returns the byte count the kernel wrote."""
+        await self._ready(fd, select.POLLOUT)
         return await self._start(pwrite, fd, data, offset, rw_flags=rw_flags, priority=priority)
 
     async def readv(
@@ -199,6 +219,7 @@ class AsyncContext:
         priority: int | None = None,
     ) -> int:
         """Scatter-reads into `buffers` in one op; returns the total byte count."""
+        await self._ready(fd, select.POLLIN)
         return await self._start(
             preadv, fd, list(buffers), offset, rw_flags=rw_flags, priority=priority
         )
@@ -208,6 +229,7 @@ class AsyncContext:
         priority: int | None = None,
     ) -> int:
         """Gather-writes `buffers` in one op; returns the total byte count."""
+        await self._ready(fd, select.POLLOUT)
         return await self._start(
             pwritev, fd, list(buffers), offset, rw_flags=rw_flags, priority=priority
         )

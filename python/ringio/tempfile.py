@@ -177,7 +177,22 @@ async def _wrap_fd(
     newline: str | None,
 ) -> AnyFile:  # fmt: skip
     """The ringio file object over a new temporary file's fd (closed on failure)."""
-    return await _open(fd, mode, buffering, encoding, errors, newline, True, None, False)
+    made = os.fstat(fd)
+    try:
+        return await _open(fd, mode, buffering, encoding, errors, newline, True, None, False)
+    except BaseException:
+        # _open closes the fd when it fails after taking it, but not when it refuses
+        # an argument first (a bad buffering, an encoding in binary mode...): close
+        # it then, as the stdlib's constructors do. Only if the number still is our
+        # file: once closed, it may have been reused meanwhile.
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            pass
+        else:
+            if (st.st_dev, st.st_ino) == (made.st_dev, made.st_ino):
+                os.close(fd)
+        raise
 
 
 def _set_name(f: AnyFile, name: Any) -> None:

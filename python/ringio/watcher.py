@@ -12,6 +12,7 @@ Deadlines are **absolute** ``time.monotonic()`` values (gaio's are absolute time
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import weakref
 from collections.abc import AsyncIterator
@@ -246,7 +247,10 @@ class Watcher:
         return self._core.wait(timeout)
 
     def fileno(self) -> int:
-        """An eventfd that becomes readable when completions may be waiting."""
+        """An eventfd that becomes readable when completions may be waiting.
+        Raises :class:`WatcherClosedError` after ``close()``."""
+        if self._core.closed:
+            raise WatcherClosedError(errno.EBADF, "the Watcher is closed")
         return self._core.fileno()
 
     def _on_readable(self) -> None:
@@ -307,7 +311,7 @@ class Watcher:
         ``wait_io`` returns them)."""
         if self._reader_loop is not None:
             if not self._reader_loop.is_closed():
-                self._reader_loop.remove_reader(self.fileno())
+                self._reader_loop.remove_reader(self._core.fileno())
             self._reader_loop = None
         self._core.close()
         waiter = self._waiter

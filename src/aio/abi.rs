@@ -131,6 +131,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "calls the kernel AIO syscalls")]
     fn setup_submit_and_reap_a_write_without_python() {
         use std::io::Read;
         use std::os::fd::AsRawFd;
@@ -167,6 +168,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "calls the kernel AIO syscalls")]
     fn io_submit_on_a_bad_fd_is_ebadf() {
         let ctx = io_setup(1).unwrap();
         let mut iocb = Iocb {

@@ -173,8 +173,15 @@ struct Conn {
     /// Whether the multishot (when not Off) is an accept rather than a receive.
     mshot_accept: bool,
     starved: bool,
-    backlog: Vec<u8>,
-    backlog_pos: usize,
+    /// Read-ahead: data a multishot receive delivered while no read wanted it, in
+    /// arrival order. Ring buffers are held out of the ring as they are (zero copy)
+    /// within the limits of `hold_ok`; past them the bytes are copied out.
+    backlog: VecDeque<Seg>,
+    /// Bytes in `backlog`; of which copied (`Seg::Heap`) bytes.
+    backlog_bytes: usize,
+    heap_bytes: usize,
+    /// `Seg::Ring` entries in `backlog`.
+    held: usize,
     accepted: VecDeque<Accepted>,
     accept_direct: bool,
     eof: bool,
@@ -205,8 +212,10 @@ impl Conn {
             mshot: Mshot::Off,
             mshot_accept: false,
             starved: false,
-            backlog: Vec::new(),
-            backlog_pos: 0,
+            backlog: VecDeque::new(),
+            backlog_bytes: 0,
+            heap_bytes: 0,
+            held: 0,
             accepted: VecDeque::new(),
             accept_direct: false,
             eof: false,
@@ -215,9 +224,22 @@ impl Conn {
     }
 
     fn backlog_len(&self) -> usize {
-        self.backlog.len() - self.backlog_pos
+        self.backlog_bytes
     }
 }
+
+/// A piece of read-ahead (see `Conn::backlog`).
+enum Seg {
+    /// `len` bytes at `off` of ring buffer `bid`, which stays out of the ring (the
+    /// kernel cannot reuse it) until a read consumes it or the connection is freed.
+    Ring { bid: u16, off: usize, len: usize },
+    /// Bytes copied out of the ring; `pos` of them already consumed.
+    Heap { data: Vec<u8>, pos: usize },
+}
+
+/// Ring buffers of read-ahead past which a connection's multishot receive is
+/// cancelled while no read is pending (TCP flow control takes over).
+const HOLD_PER_CONN: usize = 16;
 
 /// Data received into the watcher's buffer ring, handed to Python as
 /// `OpResult.buffer`. Valid until the next `wait_io`; a buffer-protocol export
@@ -454,9 +476,16 @@ pub struct WatcherCore {
     op_free: Vec<usize>,
     serial: u64,
     ready: Vec<Py<OpResult>>,
+    /// Ring buffers returned by the last `wait`: recycled at the start of the next.
     handed: Vec<Py<RingView>>,
+    /// Ring buffers in results not yet returned by `wait` (a read served from the
+    /// read-ahead inside `read()` completes before the `wait` that returns it).
+    fresh: Vec<Py<RingView>>,
     pinned: Vec<Py<RingView>>,
     starved: Vec<u64>,
+    /// Ring buffers held as read-ahead over all connections (< nbufs / 2, so that
+    /// read-ahead never takes more than half the ring from the other connections).
+    held_total: usize,
     deadlines: BinaryHeap<Reverse<(u64, usize, u64)>>,
     inflight: usize,
     closed: bool,
@@ -680,40 +709,61 @@ impl WatcherCore {
 
     /// Hands ring buffer `bid` (holding `len` bytes) to Python.
     fn ring_view(&mut self, py: Python<'_>, bid: u16, len: usize) -> PyResult<Py<PyAny>> {
-        let pool = self.pool.as_mut().expect("pool");
-        pool.available -= 1;
+        self.pool.as_mut().expect("pool").available -= 1;
+        self.hand_out(py, bid, 0, len)
+    }
+
+    /// Hands `len` bytes at `off` of ring buffer `bid`, already out of the ring and
+    /// counted so, to Python; it goes back to the ring at the next `recycle`.
+    fn hand_out(
+        &mut self,
+        py: Python<'_>,
+        bid: u16,
+        off: usize,
+        len: usize,
+    ) -> PyResult<Py<PyAny>> {
+        let pool = self.pool.as_ref().expect("pool");
         let view = Py::new(
             py,
             RingView {
                 mem: pool.mem.clone(),
-                off: pool.buffer(bid),
+                off: pool.buffer(bid) + off,
                 len,
                 bid,
                 exports: AtomicUsize::new(0),
                 expired: AtomicBool::new(false),
             },
-        )?;
-        self.handed.push(view.clone_ref(py));
+        );
+        let view = match view {
+            Ok(v) => v,
+            Err(e) => {
+                self.return_held(bid);
+                return Err(e);
+            }
+        };
+        self.fresh.push(view.clone_ref(py));
         Ok(view.into_any())
     }
 
-    /// Copies ring buffer `bid` into `out` and gives it straight back to the kernel.
-    fn take_copy(&mut self, bid: u16, len: usize, out: &mut Vec<u8>) {
+    /// Puts back a ring buffer that is out of the ring and already counted so.
+    fn return_held(&mut self, bid: u16) {
         let pool = self.pool.as_mut().expect("pool");
-        pool.available -= 1;
-        // SAFETY: the kernel filled `len` bytes of buffer `bid` and handed it to us
-        // (the CQE carried its bid); it is not in the ring until the push below.
-        let data = unsafe { std::slice::from_raw_parts(pool.mem.ptr(pool.buffer(bid)), len) };
-        out.extend_from_slice(data);
-        pool.push(bid);
-        pool.publish();
+        pool.give(bid);
+        pool.refill();
     }
 
     fn give_back(&mut self, bid: u16) {
         let pool = self.pool.as_mut().expect("pool");
         pool.available -= 1;
-        pool.push(bid);
-        pool.publish();
+        pool.give(bid);
+        pool.refill();
+    }
+
+    /// The ready results, for `wait` to return: their ring buffers become last
+    /// round's, recycled at the next `wait`.
+    fn take_ready(&mut self) -> Vec<Py<OpResult>> {
+        self.handed.append(&mut self.fresh);
+        std::mem::take(&mut self.ready)
     }
 
     /// Returns last round's ring buffers to the kernel (those no export pins).
@@ -731,10 +781,10 @@ impl WatcherCore {
                 keep.push(v);
             } else {
                 r.expired.store(true, Ordering::Relaxed);
-                pool.push(r.bid);
+                pool.give(r.bid);
             }
         }
-        pool.publish();
+        pool.refill();
         self.pinned = keep;
         let _ = py;
     }
@@ -752,6 +802,134 @@ impl WatcherCore {
         Ok(())
     }
 
+    /// Serves head read `slot` of `cid` from the connection's read-ahead: a read
+    /// without a buffer gets the first piece as it is (a held ring buffer is handed
+    /// out without a copy); a read into a buffer gets as much as fits, copied.
+    fn serve_backlog(&mut self, py: Python<'_>, cid: u64, slot: usize) {
+        let idx = (cid & 0xffff_ffff) as usize;
+        if self.ops[slot].as_ref().expect("live op").view.is_none() {
+            let c = self.conns[idx].as_mut().expect("conn");
+            let seg = c.backlog.pop_front().expect("read-ahead");
+            let (res, swap) = match seg {
+                Seg::Ring { bid, off, len } => {
+                    c.held -= 1;
+                    c.backlog_bytes -= len;
+                    self.held_total -= 1;
+                    self.op(slot).done = len;
+                    (self.hand_out(py, bid, off, len), true)
+                }
+                Seg::Heap { data, pos } => {
+                    let n = data.len() - pos;
+                    c.backlog_bytes -= n;
+                    c.heap_bytes -= n;
+                    self.op(slot).done = n;
+                    let b = pyo3::types::PyBytes::new(py, &data[pos..]);
+                    (Ok(b.into_any().unbind()), false)
+                }
+            };
+            match res {
+                Ok(b) => self.finish(py, slot, None, Some(b), swap, None),
+                Err(e) => self.finish(py, slot, Some(Fail::Py(e)), None, false, None),
+            }
+            return;
+        }
+        let op = self.ops[slot].as_mut().expect("live op");
+        let v = op.view.as_ref().expect("view");
+        let c = self.conns[idx].as_mut().expect("conn");
+        let mut released = Vec::new();
+        while op.done < v.len() {
+            let room = v.len() - op.done;
+            let Some(front) = c.backlog.front_mut() else {
+                break;
+            };
+            // SAFETY: pointer math within the pinned view: `done < len` (loop condition).
+            let dst = unsafe { v.ptr().add(op.done) };
+            let n = match front {
+                Seg::Ring { bid, off, len } => {
+                    let pool = self.pool.as_ref().expect("pool");
+                    let n = room.min(*len);
+                    // SAFETY: the buffer is out of the ring (held), so the kernel does
+                    // not write it; `off + n <= bufsize` lies inside the mapping; the
+                    // view is a pinned writable export with room for `n` bytes.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            pool.mem.ptr(pool.buffer(*bid) + *off),
+                            dst,
+                            n,
+                        )
+                    };
+                    *off += n;
+                    *len -= n;
+                    if *len == 0 {
+                        released.push(*bid);
+                        c.backlog.pop_front();
+                        c.held -= 1;
+                    }
+                    n
+                }
+                Seg::Heap { data, pos } => {
+                    let n = room.min(data.len() - *pos);
+                    // SAFETY: `data[pos..pos + n]` is initialised; the view is a pinned
+                    // writable export with room for `n` bytes; they cannot overlap.
+                    unsafe { std::ptr::copy_nonoverlapping(data[*pos..].as_ptr(), dst, n) };
+                    *pos += n;
+                    c.heap_bytes -= n;
+                    if *pos == data.len() {
+                        c.backlog.pop_front();
+                    }
+                    n
+                }
+            };
+            c.backlog_bytes -= n;
+            op.done += n;
+        }
+        let complete = op.kind != Kind::ReadFull || op.done == op.len();
+        for bid in released {
+            self.held_total -= 1;
+            self.return_held(bid);
+        }
+        if complete {
+            self.finish(py, slot, None, None, false, None);
+        }
+    }
+
+    /// Keeps `n` bytes the kernel received into ring buffer `bid` as read-ahead of
+    /// `cid`: the buffer itself while the hold limits allow, else a copy (and the
+    /// buffer goes straight back to the ring).
+    fn keep_read_ahead(&mut self, cid: u64, bid: u16, n: usize) {
+        let idx = (cid & 0xffff_ffff) as usize;
+        let pool = self.pool.as_mut().expect("pool");
+        let c = self.conns[idx].as_mut().expect("conn");
+        // Past HOLD_PER_CONN the multishot is being cancelled; what it still delivers
+        // meanwhile is held too, as long as half the ring stays free of read-ahead.
+        let hold = (self.held_total + 1) * 2 <= pool.nbufs as usize;
+        pool.available -= 1;
+        c.backlog_bytes += n;
+        if hold {
+            c.backlog.push_back(Seg::Ring {
+                bid,
+                off: 0,
+                len: n,
+            });
+            c.held += 1;
+            self.held_total += 1;
+            return;
+        }
+        // SAFETY: the kernel filled `n` bytes of buffer `bid` and handed it to us (the
+        // CQE carried its bid); it is not in the ring until the push below.
+        let data = unsafe { std::slice::from_raw_parts(pool.mem.ptr(pool.buffer(bid)), n) };
+        match c.backlog.back_mut() {
+            Some(Seg::Heap { data: v, .. }) => v.extend_from_slice(data),
+            _ => c.backlog.push_back(Seg::Heap {
+                data: data.to_vec(),
+                pos: 0,
+            }),
+        }
+        c.heap_bytes += n;
+        pool.give(bid);
+        pool.refill();
+    }
+
     /// Serves queued reads from the read-ahead, EOF and errors; puts the head read
     /// into the kernel (multishot receive or a single receive) when it needs data.
     fn pump_reads(&mut self, py: Python<'_>, cid: u64) {
@@ -761,45 +939,8 @@ impl WatcherCore {
             if c.read_busy {
                 break;
             }
-            let blen = c.backlog_len();
-            if blen > 0 {
-                let (start, bl) = (c.backlog_pos, std::mem::take(&mut c.backlog));
-                let op = self.ops[slot].as_mut().expect("live op");
-                let (n, whole) = match &op.view {
-                    Some(v) => {
-                        let room = v.len() - op.done;
-                        let n = room.min(blen);
-                        // SAFETY: the view is a pinned writable export of at least
-                        // `done + n` bytes; the backlog holds `blen >= n` bytes.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                bl[start..].as_ptr(),
-                                v.ptr().add(op.done),
-                                n,
-                            )
-                        };
-                        (n, false)
-                    }
-                    None => (blen, true),
-                };
-                op.done += n;
-                let complete = op.kind != Kind::ReadFull || op.done == op.len();
-                let bytes = whole.then(|| {
-                    pyo3::types::PyBytes::new(py, &bl[start..start + n])
-                        .into_any()
-                        .unbind()
-                });
-                let c = self.conn(cid).expect("conn");
-                if start + n < bl.len() {
-                    c.backlog = bl;
-                    c.backlog_pos = start + n;
-                } else {
-                    c.backlog = Vec::new();
-                    c.backlog_pos = 0;
-                }
-                if complete {
-                    self.finish(py, slot, None, bytes, false, None);
-                }
+            if c.backlog_len() > 0 {
+                self.serve_backlog(py, cid, slot);
                 continue;
             }
             if let Some(errno) = c.rerr.take() {
@@ -851,7 +992,7 @@ impl WatcherCore {
             if c.reads.is_empty()
                 && c.mshot == Mshot::On
                 && !c.mshot_accept
-                && c.backlog_len() >= limit
+                && (c.heap_bytes >= limit || c.held >= HOLD_PER_CONN)
             {
                 let _ = self.cancel_mshot(cid);
             }
@@ -1021,6 +1162,13 @@ impl WatcherCore {
         for acc in &conn.accepted {
             if let Accepted::Direct(i) = acc {
                 self.clear_slot(*i, false);
+            }
+        }
+        // Held read-ahead buffers go back to the ring.
+        for seg in &conn.backlog {
+            if let Seg::Ring { bid, .. } = *seg {
+                self.held_total -= 1;
+                self.return_held(bid);
             }
         }
         drop(conn); // closes a dup and any accepted-but-unclaimed fds
@@ -1236,9 +1384,7 @@ impl WatcherCore {
                     Err(e) => self.finish(py, slot, Some(Fail::Py(e)), None, false, None),
                 }
             } else {
-                let mut bl = std::mem::take(&mut self.conn(cid).expect("conn").backlog);
-                self.take_copy(bid, n, &mut bl);
-                self.conn(cid).expect("conn").backlog = bl;
+                self.keep_read_ahead(cid, bid, n);
             }
         } else {
             match -res {
@@ -1246,6 +1392,7 @@ impl WatcherCore {
                 libc::ENOBUFS => {
                     c.starved = true;
                     self.starved.push(cid);
+                    self.pool.as_mut().expect("pool").grow();
                 }
                 libc::ECANCELED => {}
                 libc::EINVAL if !more => {
@@ -1288,10 +1435,14 @@ impl WatcherCore {
             }
             let errno = -res;
             if errno == libc::ENOBUFS && why.is_none() {
-                // Buffer ring ran dry: retried at the next wait_io, after recycling.
+                // Buffer ring ran dry: retried at the next wait_io, after recycling
+                // (and with more buffers provided from now on).
                 let c = self.conn(cid).expect("conn");
                 c.starved = true;
                 self.starved.push(cid);
+                if let Some(pool) = self.pool.as_mut() {
+                    pool.grow();
+                }
                 return;
             }
             let fail = if let Some(w) = why {
@@ -1568,8 +1719,10 @@ impl WatcherCore {
             serial: 0,
             ready: Vec::new(),
             handed: Vec::new(),
+            fresh: Vec::new(),
             pinned: Vec::new(),
             starved: Vec::new(),
+            held_total: 0,
             deadlines: BinaryHeap::new(),
             inflight: 0,
             closed: false,
@@ -1824,7 +1977,7 @@ impl WatcherCore {
         drain: bool,
     ) -> PyResult<Vec<Py<OpResult>>> {
         if self.closed && !self.ready.is_empty() {
-            return Ok(std::mem::take(&mut self.ready));
+            return Ok(self.take_ready());
         }
         self.check()?;
         if let Some(t) = timeout {
@@ -1877,7 +2030,7 @@ impl WatcherCore {
             self.collect_cqes();
             self.process(py);
         }
-        Ok(std::mem::take(&mut self.ready))
+        Ok(self.take_ready())
     }
 
     /// The earliest deadline of an op still queued in user space (monotonic seconds).
@@ -1946,7 +2099,7 @@ impl WatcherCore {
             self.defer,
             self.mshot_recv_ok,
             p.map_or(0, |p| p.nbufs as usize),
-            p.map_or(0, |p| p.available),
+            p.map_or(0, BufRing::free),
         )
     }
 }

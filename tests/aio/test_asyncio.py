@@ -145,3 +145,69 @@ async def test_read_of_a_negative_size_is_a_value_error(data_file):
     async with aio.AsyncContext() as actx:
         with pytest.raises(ValueError, match="size"):
             await actx.read(fd, -1)
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("kind", ["pipe", "socket"])
+@pytest.mark.parametrize("how", ["read", "readinto", "readv"])
+async def test_reading_an_empty_stream_waits_without_blocking_the_loop(kind, how):
+    """Buffered AIO would run the read inside io_submit and block the whole loop
+    until data came; the context waits for readiness first."""
+    if kind == "pipe":
+        r, w = os.pipe()
+        send = lambda data: os.write(w, data)  # noqa: E731
+        close = lambda: (os.close(r), os.close(w))  # noqa: E731
+    else:
+        a, b = socket.socketpair()
+        r = a.fileno()
+        send = b.send
+        close = lambda: (a.close(), b.close())  # noqa: E731
+    try:
+        async with aio.AsyncContext() as actx:
+            buf = bytearray(5)
+            reads = {
+                "read": lambda: actx.read(r, 5),
+                "readinto": lambda: actx.readinto(r, buf),
+                "readv": lambda: actx.readv(r, [buf]),
+            }
+            task = asyncio.ensure_future(reads[how]())
+            # The loop keeps running while the read waits: this sleep returns.
+            await asyncio.wait_for(asyncio.sleep(0.05), timeout=2)
+            assert not task.done()
+            send(b"hello")
+            got = await asyncio.wait_for(task, timeout=5)
+            assert (got if how == "read" else bytes(buf[:got])) == b"hello"
+            # Cancelling a waiting read consumes nothing.
+            waiting = asyncio.ensure_future(actx.read(r, 5))
+            await asyncio.sleep(0.02)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            send(b"after")
+            assert await asyncio.wait_for(actx.read(r, 5), timeout=5) == b"after"
+    finally:
+        close()
+
+
+@pytest.mark.timeout(20)
+async def test_writing_to_a_full_pipe_waits_without_blocking_the_loop():
+    r, w = os.pipe()
+    try:
+        os.set_blocking(w, False)
+        while True:  # fill the pipe
+            try:
+                os.write(w, b"x" * 65536)
+            except BlockingIOError:
+                break
+        os.set_blocking(w, True)
+        async with aio.AsyncContext() as actx:
+            task = asyncio.ensure_future(actx.write(w, b"y"))
+            await asyncio.wait_for(asyncio.sleep(0.05), timeout=2)
+            assert not task.done()
+            while os.read(r, 65536):  # drain until the pipe has room
+                if task.done() or select.select([r], [], [], 0)[0] == []:
+                    break
+            assert await asyncio.wait_for(task, timeout=5) == 1
+    finally:
+        os.close(r)
+        os.close(w)

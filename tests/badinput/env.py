@@ -24,9 +24,16 @@ from typing import Any
 
 import ringio
 import ringio._engines as engines
+import ringio.compat.aiofiles
+import ringio.compat.aiofiles.os
+import ringio.compat.aiofiles.ospath
+import ringio.compat.aiofiles.tempfile
+import ringio.compat.aiofiles.threadpool
+import ringio.loop
 import ringio.os
+import ringio.tempfile
 from ringio import aio, uring
-from ringio.compat import caio, linux_aio
+from ringio.compat import caio, linux_aio, linux_aio_bind
 
 from . import scenarios
 from .table import CASES, OK, Case
@@ -101,7 +108,9 @@ def base_env() -> Env:
         socket=socket,
         errno=errno,
         linux_aio=linux_aio,
+        lab=linux_aio_bind,
         caio=caio,
+        aiofiles=ringio.compat.aiofiles,
         asyncio=asyncio,
         scenarios=scenarios,
         time=time,
@@ -163,6 +172,20 @@ async def open_group_objects(env: Env, group: str) -> None:
         env["loop"] = asyncio.get_running_loop()
         for name in ("s1", "s2", "listener", "udp"):
             env[name].setblocking(False)
+    elif group == "tempfile":
+        tmp = env["tmp"]
+        rt = ringio.tempfile
+        env["ntf"] = await rt.NamedTemporaryFile(dir=tmp)
+        env["sp"] = await rt.SpooledTemporaryFile(1 << 20, dir=tmp)
+        await env["sp"].write(b"hello")
+        env["spr"] = await rt.SpooledTemporaryFile(4, dir=tmp)
+        await env["spr"].write(b"hello")  # past max_size: rolled over to a file
+        env["spc"] = await rt.SpooledTemporaryFile(dir=tmp)
+        await env["spc"].close()
+        env["sprc"] = await rt.SpooledTemporaryFile(dir=tmp)
+        await env["sprc"].rollover()
+        await env["sprc"].close()
+        env["td"] = await rt.TemporaryDirectory(dir=tmp)
 
 
 async def close_group_objects(env: Env) -> None:
@@ -174,6 +197,14 @@ async def close_group_objects(env: Env) -> None:
     actx = env.get("actx")
     if actx is not None:
         actx.close()
+    for name in ("ntf", "sp", "spr", "td"):
+        obj = env.get(name)
+        if obj is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(obj.close(), CASE_TIMEOUT)
+    while scenarios.OPENED:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(scenarios.OPENED.pop().close(), CASE_TIMEOUT)
 
 
 def sync_group_objects(env: Env, group: str) -> None:
@@ -250,10 +281,14 @@ ASYNC_GROUPS = {
     "path",
     "caio",
     "loop",
+    "aiofiles",
+    "tempfile",
 }
 
 
-def verdict(case: Case, exc: BaseException | None, result: Any) -> str | None:
+def verdict(
+    case: Case, exc: BaseException | None, result: Any, env: Env | None = None
+) -> str | None:
     """None if the outcome is the expected one, else what went wrong."""
     if isinstance(case.expect, OK):
         if exc is not None:
@@ -268,11 +303,15 @@ def verdict(case: Case, exc: BaseException | None, result: Any) -> str | None:
         return None if good else f"expected {case.expect.what}, got {result!r:.200}"
     if exc is None:
         return f"expected {case.expect_name}, got a result: {result!r:.200}"
-    exp_type, exp_errno = case.expect
+    exp_type, exp_errno, exp_filename = (*case.expect, None)[:3]
     if not isinstance(exc, exp_type):
         return f"expected {case.expect_name}, got {type(exc).__name__}: {exc}"
     if exp_errno is not None and getattr(exc, "errno", None) != exp_errno:
         return f"expected {case.expect_name}, got errno {getattr(exc, 'errno', None)}: {exc}"
+    if exp_filename is not None:
+        want = eval(exp_filename, dict(env or {}))
+        if getattr(exc, "filename", None) != want:
+            return f"expected filename {want!r}, got {getattr(exc, 'filename', None)!r}: {exc}"
     return None
 
 
@@ -297,7 +336,7 @@ def run_case(case: Case, engine: str | None) -> str | None:
         if case.group not in ASYNC_GROUPS:
             sync_group_objects(env, case.group)
         exc, result = evaluate(case, env)
-        problem = verdict(case, exc, result)
+        problem = verdict(case, exc, result, env)
         # The traceback holds the case's frames and so its objects: drop it, so that
         # the fd check below sees what the objects release when they are gone.
         del exc, result

@@ -126,6 +126,68 @@ def h_loop(env: Env) -> str | None:
     return ringio.run(_loop(env))
 
 
+async def _aiofiles(env: Env) -> str | None:
+    import ringio.compat.aiofiles as aiofiles
+
+    path = env["newpath"]
+    async with aiofiles.open(path, "w") as f:
+        await f.write("hello")
+    async with aiofiles.open(path) as f:
+        text = await f.read()
+    st = await aiofiles.os.stat(path)
+    async with aiofiles.tempfile.TemporaryFile() as t:
+        await t.write(b"abc")
+        await t.seek(0)
+        tdata = await t.read()
+    return _expect((text, st.st_size, tdata), ("hello", 5, b"abc"))
+
+
+def h_aiofiles(env: Env) -> str | None:
+    return asyncio.run(asyncio.wait_for(_aiofiles(env), 10))
+
+
+async def _tempfile(env: Env) -> str | None:
+    import ringio.tempfile as rt
+
+    tmp = env["tmp"]
+    async with rt.TemporaryFile(dir=tmp) as f:
+        await f.write(b"abc")
+        await f.seek(0)
+        a = await f.read()
+    async with rt.NamedTemporaryFile(dir=tmp) as f:
+        name = f.name
+        await f.write(b"abc")
+        named_exists = os.path.exists(name)
+    async with rt.SpooledTemporaryFile(2, dir=tmp) as f:
+        await f.write(b"abc")
+        await f.seek(0)
+        b = await f.read()
+    async with rt.TemporaryDirectory(dir=tmp) as d:
+        open(os.path.join(d, "x"), "w").close()
+    left = sorted(n for n in os.listdir(tmp) if n != "data.bin")
+    return _expect(
+        (a, named_exists, os.path.exists(name), b, left), (b"abc", True, False, b"abc", [])
+    )
+
+
+def h_tempfile(env: Env) -> str | None:
+    return asyncio.run(asyncio.wait_for(_tempfile(env), 10))
+
+
+def h_selector(env: Env) -> str | None:
+    from ringio.loop import RingSelector
+
+    a, b = env["s1"], env["s2"]
+    sel = RingSelector(8)
+    try:
+        sel.register(b, 1, "data")
+        a.sendall(b"x")
+        ready = sel.select(5)
+        return _expect([(k.data, ev) for k, ev in ready], [("data", 1)])
+    finally:
+        sel.close()
+
+
 HEALTH: dict[str, Callable[[Env], str | None]] = {
     "aio": h_aio,
     "aioasync": h_aioasync,
@@ -141,6 +203,10 @@ HEALTH: dict[str, Callable[[Env], str | None]] = {
     "linux_aio": h_linux_aio,
     "watcher": h_watcher,
     "loop": h_loop,
+    "runner": h_loop,
+    "selector": h_selector,
+    "aiofiles": h_aiofiles,
+    "tempfile": h_tempfile,
 }
 
 _ = os  # os is used by the expressions' namespace only

@@ -15,7 +15,9 @@ import time
 from typing import Any
 
 import ringio
+import ringio.tempfile
 from ringio import aio, uring
+from ringio.compat import linux_aio
 
 # ------------------------------------------------------------------ sync rings
 
@@ -485,3 +487,481 @@ class FakeFile:
 
     def fileno(self) -> Any:
         return self.value
+
+
+# ------------------------------------------------------------------ rings: reap, results
+
+
+def ring_reap_after_close(ring: uring.Ring, rpipe: int) -> Any:
+    """close() cancels the read; reap() returns its final completion once."""
+    ring.submit([uring.read(rpipe, bytearray(8))])
+    ring.close()
+    return [c.res for c in ring.reap()], ring.reap()
+
+
+def ring_completion(ring: uring.Ring, fd: int) -> Any:
+    ring.submit([uring.pread(fd, bytearray(8), 0)])
+    [done] = ring.get_events(1, timeout=5)
+    return done
+
+
+def failed_statx_fields(ring: uring.Ring, missing: str) -> Any:
+    op = uring.statx(missing)
+    ring_result(ring, op)
+    return op.statx_result()
+
+
+def aio_reap_after_close(ctx: aio.Context, rpipe: int) -> Any:
+    ctx.submit([aio.poll(rpipe, 1)])
+    ctx.close()
+    return ctx.reap(), ctx.reap()
+
+
+def aio_completion(ctx: aio.Context, op: aio.Op) -> Any:
+    ctx.submit([op])
+    [done] = ctx.get_events(1, timeout=5)
+    return done
+
+
+async def actx_close_in_flight(actx: aio.AsyncContext, rpipe: int) -> bool:
+    # A poll: a buffered read of a pipe would run (and block) inside io_submit.
+    task = asyncio.ensure_future(actx.poll(rpipe))
+    await asyncio.sleep(0.01)
+    actx.close()
+    try:
+        await asyncio.wait_for(task, 5)
+    except (OSError, ValueError, asyncio.CancelledError) as e:
+        return not isinstance(e, OSError) or e.errno == errno.ECANCELED
+    return False
+
+
+# ------------------------------------------------------------------ ringio.os
+
+
+async def getcwd_removed(getcwd: Any) -> Any:
+    """The current directory removed (run isolated: chdir is process-wide)."""
+    import tempfile
+
+    old = os.getcwd()
+    gone = tempfile.mkdtemp()
+    os.chdir(gone)
+    os.rmdir(gone)
+    try:
+        return await getcwd()
+    finally:
+        os.chdir(old)
+
+
+async def scandir_close_twice(scandir: Any, tmp: str) -> Any:
+    it = await scandir(tmp)
+    return it.close(), it.close(), list(it)
+
+
+# ------------------------------------------------------------------ files: the rest
+
+
+async def sync_fd_closed_under(f: Any) -> Any:
+    os.close(f.fileno())
+    try:
+        return await f.fdatasync()
+    finally:
+        with contextlib.suppress(OSError):
+            await f.close()
+
+
+async def readall_fd_closed_under(f: Any) -> Any:
+    os.close(f.fileno())
+    try:
+        return await f.readall()
+    finally:
+        with contextlib.suppress(OSError):
+            await f.close()
+
+
+# ------------------------------------------------------------------ Watcher: the rest
+
+
+async def watcher_close_while_waiting_async(w: ringio.Watcher, s1: socket.socket) -> bool:
+    w.read(1, s1, bytearray(8))
+    task = asyncio.ensure_future(w.wait_io_async())
+    await asyncio.sleep(0.05)
+    w.close()
+    results = await asyncio.wait_for(task, 5)
+    if not results:  # woken by the close: the results come from the next call
+        results = w.wait_io(0)
+    return len(results) == 1 and isinstance(results[0].error, ringio.WatcherClosedError)
+
+
+def ringbuffer(w: ringio.Watcher, s1: socket.socket, s2: socket.socket) -> Any:
+    res = _fill(w, s1, s2, lambda: w.read(1, s1))
+    return res.buffer
+
+
+def ringbuffer_after_close(w: ringio.Watcher, s1: socket.socket, s2: socket.socket) -> Any:
+    rb = ringbuffer(w, s1, s2)
+    w.close()
+    return rb.tobytes()
+
+
+# ------------------------------------------------------------------ engine, run, install
+
+
+def engine_with_env(name: str) -> Any:
+    """Run isolated: the engine is chosen once per process."""
+    import ringio._engines as engines
+
+    os.environ["RINGIO_ENGINE"] = name
+    engines.reset()
+    try:
+        return ringio.engine()
+    finally:
+        os.environ.pop("RINGIO_ENGINE", None)
+        engines.reset()
+
+
+def in_thread(fn: Any, *args: Any) -> Any:
+    """Calls fn in a new thread (no running loop, no current loop); its result or
+    its exception."""
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append((True, fn(*args)))
+        except BaseException as e:
+            box.append((False, e))
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(10)
+    if not box:
+        raise TimeoutError("the call did not return")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+def run_inside_loop() -> Any:
+    """ringio.run inside a running loop: RuntimeError, as asyncio.run, and no
+    warning (no loop made and left half shut down)."""
+    import warnings
+
+    coro = asyncio.sleep(0)
+    message = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            ringio.run(coro)
+        except RuntimeError as e:
+            message = str(e)
+        finally:
+            coro.close()
+        gc.collect()  # the traceback is gone: what it held is collected now
+    if caught:
+        raise AssertionError(f"warned: {caught[0].message}")
+    if message is None:
+        return "no error"
+    raise RuntimeError(message)
+
+
+async def raises(exc: BaseException) -> None:
+    raise exc
+
+
+def install_twice() -> str:
+    """Run isolated: install() changes the process's policy."""
+    old = asyncio.get_event_loop_policy()
+    try:
+        ringio.install()
+        ringio.install()
+        loop = asyncio.new_event_loop()
+        try:
+            return type(loop).__name__
+        finally:
+            loop.close()
+    finally:
+        asyncio.set_event_loop_policy(old)
+
+
+def closed_loop_used() -> Any:
+    loop = ringio.new_event_loop()
+    loop.close()
+    coro = asyncio.sleep(0)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        coro.close()
+
+
+# ------------------------------------------------------------------ RingSelector
+
+
+def selector_select(sel: Any) -> Any:
+    try:
+        return sel.select(0)
+    finally:
+        sel.close()
+
+
+def with_selector(fn: Any) -> Any:
+    from ringio.loop import RingSelector
+
+    sel = RingSelector(8)
+    try:
+        return fn(sel)
+    finally:
+        sel.close()
+
+
+def selector_unregister_closed_sock() -> bool:
+    a, b = socket.socketpair()
+    try:
+
+        def go(sel: Any) -> bool:
+            key = sel.register(a, 1)
+            sel.select(0)  # arms the poll
+            a.close()
+            return sel.unregister(key.fd) is not None
+
+        return bool(with_selector(go))
+    finally:
+        a.close()
+        b.close()
+
+
+def selector_close_with_queued(fd: int) -> Any:
+    from ringio.loop import RingSelector
+
+    got: list[Any] = []
+    sel = RingSelector(8)
+    sel.submit_op(uring.noop(fd, data=got.append))
+    sel.close()
+    return got[0].res if got else None
+
+
+# ------------------------------------------------------------------ linux_aio: the rest
+
+
+def linux_aio_retired_block(lctx: Any, fd: int) -> Any:
+    from ringio.compat import linux_aio_bind as lab
+
+    block = linux_aio.ReadBlock(fd, bytearray(8))
+    block.change_cmd(lab.IOCBCMD.FSYNC)
+    return lctx.submit(block)
+
+
+def linux_aio_bad_priority(lctx: Any, fd: int) -> Any:
+    block = linux_aio.ReadBlock(fd, bytearray(8))
+    block.set_priority(7, 0)  # no such class: the kernel refuses it (as linux_aio)
+    return lctx.submit(block)
+
+
+def linux_aio_event(lctx: Any, block: Any) -> Any:
+    lctx.submit(block)
+    [ev] = lctx.get_events(1, 1, 5_000_000_000)
+    return ev
+
+
+def linux_aio_close_in_flight(lctx: Any, rpipe: int) -> bool:
+    lctx.submit(linux_aio.PollBlock(rpipe, select_in()))
+    lctx.close()
+    return bool(lctx.closed)
+
+
+def select_in() -> int:
+    import select
+
+    return select.POLLIN
+
+
+# ------------------------------------------------------------------ compat.aiofiles
+
+#: Files the aiofiles rows opened: closed after the case (see env.close_group_objects).
+OPENED: list[Any] = []
+
+
+async def opened(aiofiles: Any, path: str, *args: Any, close: bool = False) -> Any:
+    f = await aiofiles.open(path, *args)
+    OPENED.append(f)
+    if close:
+        await f.close()
+    return f
+
+
+async def aclosing(cm: Any) -> bool:
+    f = await cm
+    await f.close()
+    return True
+
+
+async def async_with(cm: Any) -> Any:
+    async with cm as f:
+        return f
+
+
+async def std_stream_closed(aiofiles: Any, name: str) -> Any:
+    import io
+    import sys
+
+    old = getattr(sys, name)
+    closed = io.TextIOWrapper(io.BytesIO())
+    closed.close()
+    setattr(sys, name, closed)
+    try:
+        return await getattr(aiofiles, name).write("x")
+    finally:
+        setattr(sys, name, old)
+
+
+async def tempdir_removed_under(cm: Any) -> None:
+    import shutil
+
+    async with cm as name:
+        shutil.rmtree(name)
+
+
+# ------------------------------------------------------------------ ringio.tempfile
+
+
+def pending_dropped(pending: Any, tmp: str) -> list[str]:
+    """A constructor's result dropped without being awaited: nothing is made."""
+    import warnings
+
+    before = set(os.listdir(tmp))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        del pending
+        gc.collect()
+    return sorted(set(os.listdir(tmp)) - before)
+
+
+async def named_removed_under(ntf: Any) -> Any:
+    os.unlink(ntf.name)
+    return await ntf.close()
+
+
+async def closed_then(obj: Any, method: str, *args: Any) -> Any:
+    await obj.close()
+    return await getattr(obj, method)(*args)
+
+
+async def spool_rollover_dir_gone(tmp: str) -> Any:
+    d = os.path.join(tmp, "spool")
+    os.mkdir(d)
+    sp = await ringio.tempfile.SpooledTemporaryFile(4, dir=d)
+    os.rmdir(d)
+    try:
+        return await sp.write(b"more than four")
+    finally:
+        await sp.close()
+
+
+async def tempdir_gone(td: Any) -> Any:
+    import shutil
+
+    shutil.rmtree(td.name)
+    return await td.cleanup()
+
+
+async def tempdir_readonly_inside(td: Any) -> bool:
+    sub = os.path.join(td.name, "ro")
+    os.mkdir(sub)
+    with open(os.path.join(sub, "f"), "w"):
+        pass
+    os.chmod(sub, 0o500)
+    await td.cleanup()
+    return os.path.exists(td.name)
+
+
+async def tempdir_odd_entries(td: Any) -> bool:
+    sub = os.path.join(td.name, "d")
+    os.mkdir(sub)
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.bind(os.path.join(sub, "sock"))
+    finally:
+        s.close()
+    os.mkfifo(os.path.join(td.name, "fifo"))
+    os.symlink("/nonexistent", os.path.join(td.name, "dangling"))
+    await td.cleanup()
+    return os.path.exists(td.name)
+
+
+async def detached_then_read(aiofiles: Any, path: str) -> Any:
+    f = await opened(aiofiles, path, "r")
+    buf = f.detach()
+    OPENED.append(buf)
+    return await f.read()
+
+
+def aiofiles_install_twice(aiofiles: Any) -> bool:
+    """Run isolated: install() replaces sys.modules entries."""
+    import sys
+
+    before = sys.modules.get("aiofiles")
+    first = aiofiles.install()
+    aiofiles.install()
+    ok = sys.modules["aiofiles"] is aiofiles
+    aiofiles.uninstall(first)
+    return ok and sys.modules.get("aiofiles") is before
+
+
+async def tempdir_close_twice(cm: Any) -> Any:
+    td = await cm
+    return await td.close(), await td.close()
+
+
+async def aiofiles_many(aiofiles: Any, path: str, n: int) -> int:
+    """n files opened and read at once (more than any queue depth): all complete."""
+
+    async def one(i: int) -> bool:
+        async with aiofiles.open(path, "rb") as f:
+            await f.seek(i)
+            return await f.read(4) == (await _payload(path))[i : i + 4]
+
+    return sum(await asyncio.gather(*(one(i) for i in range(n))))
+
+
+async def _payload(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+async def tempfiles_many(tmp: str, n: int) -> bool:
+    """n named temporary files made at once: distinct names, all removed on close."""
+    files = await asyncio.gather(
+        *(ringio.tempfile.NamedTemporaryFile(dir=tmp, prefix="many") for _ in range(n))
+    )
+    names = {f.name for f in files}
+    await asyncio.gather(*(f.close() for f in files))
+    left = [x for x in os.listdir(tmp) if x.startswith("many")]
+    return len(names) == n and not left
+
+
+async def with_stdin(aiofiles: Any, rpipe: int, name: str, call: Any) -> Any:
+    """sys.stdin over a pipe for the call (under pytest it is a pseudo-file with no
+    fd, which aiofiles' stdin cannot use either)."""
+    import io
+    import sys
+
+    old = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.FileIO(rpipe, "r", closefd=False), encoding="utf-8")
+    try:
+        return await call(getattr(aiofiles, name))
+    finally:
+        sys.stdin = old
+
+
+def ring_readv_resize_in_flight(ring: uring.Ring, rpipe: int, wpipe: int) -> tuple[str, bytes]:
+    """A vectored read holds each buffer of its list as the single read does."""
+    first, second = bytearray(1), bytearray(8)
+    ring.submit([uring.preadv(rpipe, [first, second], 0)])
+    outcome = "resized"
+    try:
+        second.extend(b"x" * 100000)
+    except BufferError:
+        outcome = "BufferError"
+    os.write(wpipe, b"hi")
+    [done] = ring.get_events(1, timeout=5)
+    n = done.result()
+    return outcome, bytes(first + second)[:n]

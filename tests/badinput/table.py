@@ -14,7 +14,9 @@ write-only), ``dirfd`` (a directory), ``badfd`` (a number that is not open), ``r
 (non-contiguous view), ``big`` (2**63-1), ``huge`` (2**64); per group ``ctx``,
 ``ring``, ``actx``, ``lctx``, ``cctx``, ``w`` (a Watcher), ``f``/``fr``/``fw``/``fc``
 (read-write / read-only / write-only / closed ringio files), ``loop`` and their
-``closed_*`` twins.
+``closed_*`` twins; ``aiofiles`` (``ringio.compat.aiofiles``), ``lab``
+(``ringio.compat.linux_aio_bind``); in the tempfile group ``ntf``, ``sp``/``spr``
+(spooled, in memory / rolled over), ``spc``/``sprc`` (closed twins) and ``td``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class Case:
     api: str
     case: str
     call: str
-    expect: Any  # (exception type, errno or None) or OK
+    expect: Any  # (exception type, errno or None[, filename expression]) or OK
     group: str
     per_engine: bool
     isolate: bool
@@ -54,10 +56,13 @@ class Case:
     def expect_name(self) -> str:
         if isinstance(self.expect, OK):
             return self.expect.what
-        exc, no = self.expect
+        exc, no, filename = (*self.expect, None)[:3]
         if isinstance(exc, tuple):
             return " or ".join(t.__name__ for t in exc)
-        return exc.__name__ + (f" ({E.errorcode[no]})" if no is not None else "")
+        detail = [E.errorcode[no]] if no is not None else []
+        if filename is not None:
+            detail.append(f"filename={filename}")
+        return exc.__name__ + (f" ({', '.join(detail)})" if detail else "")
 
 
 CASES: list[Case] = []
@@ -83,6 +88,12 @@ def row(api: str, case: str, call: str, expect: Any, *, isolate: bool = False) -
 def err(no: int) -> tuple[type[OSError], int]:
     """OSError with this errno (the kernel's refusal)."""
     return (OSError, no)
+
+
+def fnf(filename: str) -> tuple[type[OSError], int, str]:
+    """FileNotFoundError (ENOENT) whose ``filename`` is the value of this expression
+    of the fixtures (as os: the path that was not found)."""
+    return (FileNotFoundError, E.ENOENT, filename)
 
 
 # Common bad-argument sets, applied to many calls.
@@ -716,7 +727,10 @@ for grp, cls in FILE_GROUPS:
     row(cls + ".writelines", "an int in the list", "await f.writelines([5])", TypeError)
     row(cls + ".seek", "offset is a str", "await f.seek('1')", TypeError)
     row(cls + ".seek", "offset is a float", "await f.seek(1.5)", TypeError)
-    row(cls + ".seek", "whence 7", "await f.seek(0, 7)", ValueError)
+    if grp == "fileraw":  # as FileIO: lseek refuses it
+        row(cls + ".seek", "whence 7", "await f.seek(0, 7)", err(E.EINVAL))
+    else:
+        row(cls + ".seek", "whence 7", "await f.seek(0, 7)", ValueError)
     row(cls + ".seek", "after close", "await fc.seek(0)", ValueError)
     row(cls + ".tell", "after close", "await fc.tell()", ValueError)
     row(cls + ".truncate", "size is a str", "await f.truncate('1')", TypeError)
@@ -1278,6 +1292,1354 @@ row(
     "while running",
     "loop.run_until_complete(asyncio.sleep(0))",
     RuntimeError,
+)
+
+# ------------------------------------------------------------------ uring: the rest
+group("uring")
+for name, args in [
+    ("fsync", "{fd}"),
+    ("fdsync", "{fd}"),
+    ("noop", "{fd}"),
+    ("poll", "{fd}, 1"),
+    ("preadv", "{fd}, [bytearray(8)], 0"),
+    ("pwritev", "{fd}, [b'ab'], 0"),
+]:
+    api = f"ringio.uring.{name}"
+    row(api, "fd is a str", f"uring.{name}({args.format(fd=repr('3'))})", TypeError)
+    row(api, "fd is None", f"uring.{name}({args.format(fd='None')})", TypeError)
+    row(api, "fd is negative", f"uring.{name}({args.format(fd='-1')})", ValueError)
+    row(api, "fd beyond int32", f"uring.{name}({args.format(fd='huge')})", OverflowError)
+    if name != "noop":
+        row(
+            api,
+            "fd not open",
+            f"scenarios.ring_result(ring, uring.{name}({args.format(fd='badfd')}))",
+            OK("completion error EBADF", "r == -errno.EBADF"),
+        )
+    row(
+        api,
+        "op after the ring is closed",
+        f"closed_ring.submit([uring.{name}({args.format(fd='fd')})])",
+        ValueError,
+    )
+row(
+    "ringio.uring.fsync",
+    "fd is a pipe",
+    "scenarios.ring_result(ring, uring.fsync(wpipe))",
+    OK("completion error EINVAL", "r == -errno.EINVAL"),
+)
+row(
+    "ringio.uring.fdsync",
+    "fd is a socket",
+    "scenarios.ring_result(ring, uring.fdsync(s1))",
+    OK("completion error EINVAL", "r == -errno.EINVAL"),
+)
+row(
+    "ringio.uring.noop",
+    "fd not open (a NOP never looks at it)",
+    "scenarios.ring_result(ring, uring.noop(badfd))",
+    OK("0", "r == 0"),
+)
+row("ringio.uring.poll", "events is a str", "uring.poll(fd, 'x')", TypeError)
+row("ringio.uring.poll", "events negative", "uring.poll(fd, -1)", OverflowError)
+row(
+    "ringio.uring.poll",
+    "fd is a directory (always ready)",
+    "scenarios.ring_result(ring, uring.poll(dirfd, 1))",
+    OK("POLLIN", "r & 1 == 1"),
+)
+for name, bufs in (("preadv", "[bytearray(8)]"), ("pwritev", "[b'ab']")):
+    api = f"ringio.uring.{name}"
+    row(api, "not a list", f"uring.{name}(fd, 5, 0)", TypeError)
+    row(api, "None", f"uring.{name}(fd, None, 0)", TypeError)
+    row(api, "None in the list", f"uring.{name}(fd, [None], 0)", TypeError)
+    row(api, "negative offset", f"uring.{name}(fd, {bufs}, -1)", ValueError)
+    row(api, "offset beyond int64", f"uring.{name}(fd, {bufs}, huge)", OverflowError)
+    row(
+        api,
+        "offset 2**63-1",
+        f"scenarios.ring_result(ring, uring.{name}(fd, {bufs}, big))",
+        OK("completion error EINVAL", "r == -errno.EINVAL"),
+    )
+    row(api, "non-contiguous buffer", f"uring.{name}(fd, [nc], 0)", BufferError)
+    row(
+        api,
+        "empty list",
+        f"scenarios.ring_result(ring, uring.{name}(fd, [], 0))",
+        OK("0 bytes", "r == 0"),
+    )
+row("ringio.uring.preadv", "a read-only buffer in the list", "uring.preadv(fd, [ro], 0)", TypeError)
+row(
+    "ringio.uring.preadv",
+    "fd is a directory",
+    "scenarios.ring_result(ring, uring.preadv(dirfd, [bytearray(4)], 0))",
+    OK("completion error EISDIR", "r == -errno.EISDIR"),
+)
+row(
+    "ringio.uring.preadv",
+    "a buffer of the list resized while in flight",
+    "scenarios.ring_readv_resize_in_flight(ring, rpipe, wpipe)",
+    OK("BufferError at the resize; the read completes", "r == ('BufferError', b'hi')"),
+    isolate=True,
+)
+row("ringio.uring.pwritev", "a str in the list", "uring.pwritev(fd, ['ab'], 0)", TypeError)
+row(
+    "ringio.uring.pwritev",
+    "fd is read-only",
+    "scenarios.ring_result(ring, uring.pwritev(rofd, [b'ab'], 0))",
+    OK("completion error EBADF", "r == -errno.EBADF"),
+)
+row("ringio.uring.probe", "an argument", "uring.probe(1)", TypeError)
+row(
+    "ringio.uring.probe",
+    "an op name it does not know",
+    "uring.probe().get('nope')",
+    OK("None (a dict of op name -> supported)", "r is None"),
+)
+row("ringio.uring.Ring.reap", "an argument", "ring.reap(1)", TypeError)
+row("ringio.uring.Ring.reap", "nothing in flight", "ring.reap()", OK("[]", "r == []"))
+row(
+    "ringio.uring.Ring.reap",
+    "after close, with a read that was in flight",
+    "scenarios.ring_reap_after_close(ring, rpipe)",
+    OK("the final completion once (ECANCELED), then []", "r == ([-errno.ECANCELED], [])"),
+)
+row(
+    "ringio.uring.Completion.result",
+    "an argument",
+    "scenarios.ring_completion(ring, fd).result(1)",
+    TypeError,
+)
+row(
+    "ringio.uring.Completion.result",
+    "a failed op",
+    "scenarios.ring_completion(ring, badfd).result()",
+    err(E.EBADF),
+)
+row(
+    "ringio.uring.Op.statx_result",
+    "not a statx op",
+    "uring.noop(fd).statx_result()",
+    ValueError,
+)
+row(
+    "ringio.uring.Op.statx_result",
+    "never submitted",
+    "uring.statx(path).statx_result()",
+    OK("None (no result yet)", "r is None"),
+)
+row(
+    "ringio.uring.Op.statx_result",
+    "a failed statx",
+    "scenarios.failed_statx_fields(ring, missing)",
+    OK("None (the statx failed)", "r is None"),
+)
+
+group("aio")
+row("ringio.aio.Context.reap", "an argument", "ctx.reap(1)", TypeError)
+row("ringio.aio.Context.reap", "nothing in flight", "ctx.reap()", OK("[]", "r == []"))
+row(
+    "ringio.aio.Context.reap",
+    "after close, with a poll that was in flight",
+    "scenarios.aio_reap_after_close(ctx, rpipe)",
+    OK("the final completion once, then []", "len(r[0]) == 1 and r[1] == []"),
+)
+row(
+    "ringio.aio.Completion.result",
+    "a failed op",
+    "scenarios.aio_completion(ctx, aio.fsync(wpipe)).result()",
+    err(E.EINVAL),
+)
+row(
+    "ringio.aio.Completion.result",
+    "an argument",
+    "scenarios.aio_completion(ctx, aio.pread(fd, bytearray(4), 0)).result(1)",
+    TypeError,
+)
+row(
+    "ringio.aio.Op.statx_result",
+    "not a statx op (kernel AIO has none)",
+    "aio.pread(fd, bytearray(4), 0).statx_result()",
+    ValueError,
+)
+
+group("aioasync")
+row(A + ".close", "twice", "(actx.close(), actx.close())", OK("None twice", "r == (None, None)"))
+row(
+    A + ".close",
+    "with a poll in flight",
+    "await scenarios.actx_close_in_flight(actx, rpipe)",
+    OK("the pending poll fails with ECANCELED or ValueError", "r is True"),
+)
+
+group("caio", per_engine=True)
+row(C + ".close", "twice", "(cctx.close(), cctx.close())", OK("None twice", "r == (None, None)"))
+
+# ------------------------------------------------------------------ ringio.os: the rest
+group("os", per_engine=True)
+row(OS + ".getcwd", "an argument", f"await {ros}.getcwd('x')", TypeError)
+row(
+    OS + ".getcwd",
+    "loop is not the running loop",
+    f"await {ros}.getcwd(loop=asyncio.new_event_loop())",
+    ValueError,
+)
+row(
+    OS + ".getcwd",
+    "the current directory was removed",
+    "await scenarios.getcwd_removed(ringio.os.getcwd)",
+    FileNotFoundError,
+    isolate=True,
+)
+row(
+    OS + ".ScandirIterator.close",
+    "twice, then iterated",
+    "await scenarios.scandir_close_twice(ringio.os.scandir, tmp)",
+    OK("None twice, then no entries (as os.scandir)", "r == (None, None, [])"),
+)
+row(OS + ".ScandirIterator.close", "an argument", f"(await {ros}.scandir(tmp)).close(1)", TypeError)
+row(OS + ".scandir", "fd not open", f"await {ros}.scandir(badfd)", err(E.EBADF))
+row(OS + ".scandir", "fd is a file", f"await {ros}.scandir(fd)", NotADirectoryError)
+
+# ------------------------------------------------------------------ file objects: the rest
+for grp, cls in FILE_GROUPS:
+    group(grp, per_engine=True)
+    text = grp == "filetext"
+    data = "'ab'" if text else "b'ab'"
+    for fn in ("readable", "writable", "seekable", "isatty"):
+        row(f"{cls}.{fn}", "after close (as io: ValueError)", f"fc.{fn}()", ValueError)
+    row(cls + ".fdatasync", "after close", "await fc.fdatasync()", ValueError)
+    row(
+        cls + ".fdatasync",
+        "fd closed behind its back",
+        "await scenarios.sync_fd_closed_under(f)",
+        err(E.EBADF),
+    )
+    row(
+        cls + ".aclose",
+        "twice",
+        "(await f.aclose(), await f.aclose())",
+        OK("None twice", "r == (None, None)"),
+    )
+    row(cls + ".aclose", "an argument", "await f.aclose(1)", TypeError)
+    row(
+        cls + ".writelines",
+        "after close, empty list (as io)",
+        "await fc.writelines([])",
+        ValueError,
+    )
+    row(cls + ".writelines", "after close", f"await fc.writelines([{data}])", ValueError)
+    row(
+        cls + ".writelines",
+        "on a read-only file",
+        f"await fr.writelines([{data}])",
+        UnsupportedOperation,
+    )
+    row(
+        cls + ".writelines",
+        "empty list on a read-only file (as io: nothing to write)",
+        "await fr.writelines([])",
+        OK("None", "r is None"),
+    )
+    if text:
+        continue
+    row(cls + ".read1", "size is a str", "await f.read1('1')", TypeError)
+    row(cls + ".read1", "size is None (as io: TypeError)", "await f.read1(None)", TypeError)
+    row(cls + ".read1", "size is a float", "await f.read1(1.5)", TypeError)
+    row(cls + ".read1", "on a write-only file", "await fw.read1(4)", UnsupportedOperation)
+    row(cls + ".read1", "after close", "await fc.read1(4)", ValueError)
+    row(
+        cls + ".read1",
+        "negative size (as io: up to one buffer)",
+        "await f.read1(-5)",
+        OK("the start of the file", "len(r) > 0 and PAYLOAD.startswith(r)"),
+    )
+    row(cls + ".readall", "an argument", "await f.readall(5)", TypeError)
+    row(cls + ".readall", "on a write-only file", "await fw.readall()", UnsupportedOperation)
+    row(cls + ".readall", "after close", "await fc.readall()", ValueError)
+    row(
+        cls + ".readall",
+        "fd closed behind its back",
+        "await scenarios.readall_fd_closed_under(f)",
+        err(E.EBADF),
+    )
+
+# ------------------------------------------------------------------ Watcher: the rest
+group("watcher")
+row(W + ".fileno", "an argument", "w.fileno(1)", TypeError)
+row(W + ".fileno", "after close", "closed_w.fileno()", WatcherClosedError)
+row(
+    W + ".wait_io_async",
+    "after close",
+    "closed_w.wait_io_async()",
+    WatcherClosedError,
+)
+row(W + ".wait_io_async", "an argument", "w.wait_io_async(1)", TypeError)
+row(
+    W + ".wait_io_async",
+    "closed while waiting",
+    "scenarios.watcher_close_while_waiting_async(w, s1)",
+    OK("the pending read comes back with WatcherClosedError", "r is True"),
+    isolate=True,
+)
+row(
+    "ringio.RingBuffer.tobytes",
+    "after the buffer was recycled (next wait_io)",
+    "scenarios.watcher_stale_ringbuffer(w, s1, s2)",
+    BufferError,
+)
+row(
+    "ringio.RingBuffer.tobytes",
+    "after the Watcher is closed",
+    "scenarios.ringbuffer_after_close(w, s1, s2)",
+    OK("the data (the buffer keeps the memory; no later wait_io recycles it)", "r == b'hi'"),
+)
+row(
+    "ringio.RingBuffer.tobytes",
+    "an argument",
+    "scenarios.ringbuffer(w, s1, s2).tobytes(1)",
+    TypeError,
+)
+
+# ------------------------------------------------------------------ engine, run, install
+group("runner")
+row("ringio.engine", "an argument", "ringio.engine('uring')", TypeError)
+row(
+    "ringio.engine",
+    "RINGIO_ENGINE names no engine",
+    "scenarios.engine_with_env('nope')",
+    ValueError,
+    isolate=True,
+)
+row("ringio.run", "not a coroutine", "scenarios.in_thread(ringio.run, 5)", ValueError)
+row("ringio.run", "None", "scenarios.in_thread(ringio.run, None)", ValueError)
+row(
+    "ringio.run",
+    "a coroutine function, not a coroutine",
+    "scenarios.in_thread(ringio.run, asyncio.sleep)",
+    ValueError,
+)
+row(
+    "ringio.run",
+    "from inside a running loop",
+    "scenarios.run_inside_loop()",
+    RuntimeError,
+)
+row(
+    "ringio.run",
+    "debug is a str (as asyncio.run: truthy)",
+    "scenarios.in_thread(lambda: ringio.run(asyncio.sleep(0), debug='x'))",
+    OK("None", "r is None"),
+)
+row(
+    "ringio.run",
+    "the coroutine raises",
+    "scenarios.in_thread(lambda: ringio.run(scenarios.raises(KeyError('k'))))",
+    KeyError,
+)
+row("ringio.install", "an argument", "ringio.install(5)", TypeError)
+row(
+    "ringio.install",
+    "twice",
+    "scenarios.install_twice()",
+    OK("a ringio loop from asyncio.new_event_loop()", "r == 'EventLoop'"),
+    isolate=True,
+)
+row("ringio.new_event_loop", "an argument", "ringio.new_event_loop(5)", TypeError)
+row(
+    "ringio.new_event_loop",
+    "closed, then used",
+    "scenarios.in_thread(scenarios.closed_loop_used)",
+    RuntimeError,
+)
+row("ringio.EventLoopPolicy", "an argument", "ringio.EventLoopPolicy(5)", TypeError)
+row(
+    "ringio.EventLoopPolicy",
+    "get_event_loop from a thread without a loop",
+    "scenarios.in_thread(ringio.EventLoopPolicy().get_event_loop)",
+    RuntimeError,
+)
+
+# ------------------------------------------------------------------ RingSelector
+group("selector")
+RS = "ringio.loop.RingSelector"
+row(RS, "entries 0", "scenarios.selector_select(ringio.loop.RingSelector(0))", ValueError)
+row(RS, "entries is a str", "scenarios.selector_select(ringio.loop.RingSelector('x'))", TypeError)
+row(
+    RS + ".register",
+    "fd negative",
+    "scenarios.with_selector(lambda s: s.register(-1, 1))",
+    ValueError,
+)
+row(
+    RS + ".register",
+    "not a file object",
+    "scenarios.with_selector(lambda s: s.register('x', 1))",
+    ValueError,
+)
+row(RS + ".register", "None", "scenarios.with_selector(lambda s: s.register(None, 1))", ValueError)
+row(
+    RS + ".register", "events 0", "scenarios.with_selector(lambda s: s.register(s1, 0))", ValueError
+)
+row(
+    RS + ".register",
+    "unknown events",
+    "scenarios.with_selector(lambda s: s.register(s1, 99))",
+    ValueError,
+)
+row(
+    RS + ".register",
+    "twice",
+    "scenarios.with_selector(lambda s: (s.register(s1, 1), s.register(s1, 1)))",
+    KeyError,
+)
+row(
+    RS + ".register",
+    "after close",
+    "scenarios.with_selector(lambda s: (s.close(), s.register(s1, 1)))",
+    RuntimeError,
+)
+row(
+    RS + ".unregister",
+    "never registered",
+    "scenarios.with_selector(lambda s: s.unregister(s1))",
+    KeyError,
+)
+row(
+    RS + ".unregister",
+    "not a file object",
+    "scenarios.with_selector(lambda s: s.unregister('x'))",
+    ValueError,
+)
+row(
+    RS + ".unregister",
+    "its fd closed first",
+    "scenarios.selector_unregister_closed_sock()",
+    OK("the key (as selectors)", "r is True"),
+)
+row(
+    RS + ".modify",
+    "never registered",
+    "scenarios.with_selector(lambda s: s.modify(s1, 1))",
+    KeyError,
+)
+row(
+    RS + ".modify",
+    "events 0",
+    "scenarios.with_selector(lambda s: (s.register(s1, 1), s.modify(s1, 0)))",
+    ValueError,
+)
+row(
+    RS + ".get_key",
+    "never registered",
+    "scenarios.with_selector(lambda s: s.get_key(s1))",
+    KeyError,
+)
+row(RS + ".get_key", "None", "scenarios.with_selector(lambda s: s.get_key(None))", ValueError)
+row(
+    RS + ".get_map",
+    "an argument",
+    "scenarios.with_selector(lambda s: s.get_map(1))",
+    TypeError,
+)
+row(
+    RS + ".select",
+    "timeout is a str",
+    "scenarios.with_selector(lambda s: s.select('x'))",
+    TypeError,
+)
+row(
+    RS + ".select",
+    "negative timeout (as selectors: a poll)",
+    "scenarios.with_selector(lambda s: s.select(-1))",
+    OK("[]", "r == []"),
+)
+row(
+    RS + ".select",
+    "NaN timeout",
+    "scenarios.with_selector(lambda s: s.select(float('nan')))",
+    ValueError,
+)
+row(
+    RS + ".select",
+    "after close",
+    "scenarios.with_selector(lambda s: (s.close(), s.select(0)))",
+    RuntimeError,
+)
+row(RS + ".submit_op", "not an op", "scenarios.with_selector(lambda s: s.submit_op(5))", TypeError)
+row(
+    RS + ".submit_op",
+    "op data not callable",
+    "scenarios.with_selector(lambda s: s.submit_op(uring.noop(fd)))",
+    TypeError,
+)
+row(
+    RS + ".submit_op",
+    "after close (would never complete)",
+    "scenarios.with_selector(lambda s: (s.close(), s.submit_op(uring.noop(fd, data=print))))",
+    RuntimeError,
+)
+row(
+    RS + ".cancel_op",
+    "not an op",
+    "scenarios.with_selector(lambda s: s.cancel_op(5))",
+    TypeError,
+)
+row(
+    RS + ".cancel_op",
+    "never submitted",
+    "scenarios.with_selector(lambda s: s.cancel_op(uring.noop(fd, data=print)))",
+    OK("None (nothing to cancel)", "r is None"),
+)
+row(
+    RS + ".close",
+    "twice",
+    "scenarios.with_selector(lambda s: (s.close(), s.close()))",
+    OK("None twice", "r == (None, None)"),
+)
+row(
+    RS + ".close",
+    "with an op queued",
+    "scenarios.selector_close_with_queued(fd)",
+    OK("the op's callback gets ECANCELED", "r == -errno.ECANCELED"),
+)
+
+# ------------------------------------------------------------------ linux_aio: the rest
+group("linux_aio")
+row(
+    LA + ".AIOBlock.change_cmd",
+    "unknown command",
+    "linux_aio.ReadBlock(fd, bytearray(8)).change_cmd('x')",
+    ValueError,
+)
+row(
+    LA + ".AIOBlock.change_cmd",
+    "None",
+    "linux_aio.ReadBlock(fd, bytearray(8)).change_cmd(None)",
+    ValueError,
+)
+row(
+    LA + ".AIOBlock.change_cmd",
+    "a retired block (submitted)",
+    "scenarios.linux_aio_retired_block(lctx, fd)",
+    ValueError,
+)
+row(
+    LA + ".AIOBlock.set_priority",
+    "class is a str (as linux_aio)",
+    "linux_aio.ReadBlock(fd, bytearray(8)).set_priority('x', 1)",
+    TypeError,
+)
+row(
+    LA + ".AIOBlock.set_priority",
+    "one argument",
+    "linux_aio.ReadBlock(fd, bytearray(8)).set_priority(1)",
+    TypeError,
+)
+row(
+    LA + ".AIOBlock.set_priority",
+    "unknown class 7 (submitted)",
+    "scenarios.linux_aio_bad_priority(lctx, fd)",
+    err(E.EINVAL),
+)
+row(
+    LA + ".AIOEvent.stripped_buffer",
+    "a vector block (as linux_aio: not implemented)",
+    "scenarios.linux_aio_event(lctx, linux_aio.ReadVBlock(fd, [bytearray(4)])).stripped_buffer()",
+    NotImplementedError,
+)
+row(
+    LA + ".AIOEvent.stripped_buffer",
+    "a block without a buffer",
+    "scenarios.linux_aio_event(lctx, linux_aio.FsyncBlock(fd)).stripped_buffer()",
+    OK("None", "r is None"),
+)
+row(
+    LA + ".AIOContext.close",
+    "twice",
+    "(lctx.close(), lctx.close())",
+    OK("None twice", "r == (None, None)"),
+)
+row(
+    LA + ".AIOContext.close",
+    "with a poll in flight",
+    "scenarios.linux_aio_close_in_flight(lctx, rpipe)",
+    OK("returns; the context is closed", "r is True"),
+    isolate=True,
+)
+LB = "ringio.compat.linux_aio_bind"
+row(
+    LB + ".gen_io_priority",
+    "class is a str (as linux_aio_bind)",
+    "lab.gen_io_priority('x', 0)",
+    TypeError,
+)
+row(
+    LB + ".gen_io_priority",
+    "level is None",
+    "lab.gen_io_priority(lab.IOCBPriorityClass.BE, None)",
+    TypeError,
+)
+row(
+    LB + ".gen_io_priority",
+    "level negative (as linux_aio_bind: no check)",
+    "lab.gen_io_priority(lab.IOCBPriorityClass.BE, -1)",
+    OK("-1", "r == -1"),
+)
+for enum in ("IOCBCMD", "IOCBFlag", "IOCBRWFlag", "IOCBPriorityClass"):
+    row(
+        f"{LB}.{enum}.from_param",
+        "a str (as linux_aio_bind)",
+        f"lab.{enum}.from_param('x')",
+        ValueError,
+    )
+    row(f"{LB}.{enum}.from_param", "None", f"lab.{enum}.from_param(None)", TypeError)
+    row(
+        f"{LB}.{enum}.from_param",
+        "an int that is no member (as ctypes: passed on)",
+        f"lab.{enum}.from_param(99)",
+        OK("99", "r == 99"),
+    )
+
+# ------------------------------------------------------------------ compat.aiofiles
+# Each row's exception is the one aiofiles 25.1 raises for the same call (the
+# stdlib's, raised in its thread); differences are named in the case.
+group("aiofiles", per_engine=True)
+AF = "ringio.compat.aiofiles"
+for api, call in (
+    (AF + ".open", "aiofiles.open"),
+    (AF + ".threadpool.open", "aiofiles.threadpool.open"),
+):
+    row(api, "file is None", f"await {call}(None)", TypeError)
+    row(api, "file is a float", f"await {call}(1.5)", TypeError)
+    row(api, "missing file", f"await {call}(missing)", fnf("missing"))
+    row(api, "a directory", f"await {call}(tmp)", (IsADirectoryError, E.EISDIR, "tmp"))
+    row(api, "fd not open", f"await {call}(badfd, 'rb')", err(E.EBADF))
+    row(api, "fd negative", f"await {call}(-1, 'rb')", ValueError)
+    row(api, "embedded NUL", f"await {call}('a\\0b')", ValueError)
+    row(api, "mode unknown letter", f"await {call}(path, 'rz')", ValueError)
+    row(api, "mode is None", f"await {call}(path, None)", TypeError)
+row(AF + ".open", "a directory for writing", "await aiofiles.open(tmp, 'w')", IsADirectoryError)
+row(
+    AF + ".open",
+    "fd is a directory",
+    "await aiofiles.open(dirfd, 'rb', closefd=False)",
+    IsADirectoryError,
+)
+row(AF + ".open", "path too long", "await aiofiles.open('a' * 5000)", err(E.ENAMETOOLONG))
+row(
+    AF + ".open",
+    "mode x on an existing file",
+    "await aiofiles.open(path, 'x')",
+    (FileExistsError, E.EEXIST, "path"),
+)
+row(AF + ".open", "unbuffered text", "await aiofiles.open(path, 'r', 0)", ValueError)
+row(AF + ".open", "buffering is a str", "await aiofiles.open(path, 'rb', 'x')", TypeError)
+row(AF + ".open", "unknown encoding", "await aiofiles.open(path, encoding='nope')", LookupError)
+row(
+    AF + ".open",
+    "encoding in binary mode",
+    "await aiofiles.open(path, 'rb', encoding='utf-8')",
+    ValueError,
+)
+row(AF + ".open", "illegal newline", "await aiofiles.open(path, newline='x')", ValueError)
+row(
+    AF + ".open",
+    "closefd=False with a name",
+    "await aiofiles.open(path, 'rb', closefd=False)",
+    ValueError,
+)
+row(
+    AF + ".open",
+    "opener returns -1",
+    "await aiofiles.open(path, 'rb', opener=lambda p, fl: -1)",
+    ValueError,
+)
+row(
+    AF + ".open",
+    "loop is not the running loop (documented: ValueError; aiofiles fails later, RuntimeError)",
+    "await aiofiles.open(path, loop=asyncio.new_event_loop())",
+    ValueError,
+)
+row(
+    AF + ".open",
+    "executor is not an executor (documented: unused; aiofiles: AttributeError)",
+    "await scenarios.aclosing(aiofiles.open(path, 'rb', executor=5))",
+    OK("the file opens", "r is True"),
+)
+row(
+    AF + ".open",
+    "async with on a missing file",
+    "await scenarios.async_with(aiofiles.open(missing))",
+    fnf("missing"),
+)
+row(
+    AF + ".open",
+    "not awaited, never entered",
+    "type(aiofiles.open(missing)).__name__",
+    OK("an AiofilesContextManager, no fd opened", "r == 'AiofilesContextManager'"),
+)
+row(
+    AF + ".open",
+    "200 files at once (back-pressure, not failure)",
+    "await scenarios.aiofiles_many(aiofiles, path, 200)",
+    OK("all 200 read right", "r == 200"),
+)
+TP = AF + ".threadpool"
+row(TP + ".wrap", "not a file", "aiofiles.threadpool.wrap(5)", TypeError)
+row(
+    TP + ".wrap",
+    "a builtin file (aiofiles' kind, not ringio's)",
+    "aiofiles.threadpool.wrap(pyfile)",
+    TypeError,
+)
+row(TP + ".wrap", "None", "aiofiles.threadpool.wrap(None)", TypeError)
+row(
+    TP + ".sync_open",
+    "file is None (the builtin open)",
+    "aiofiles.threadpool.sync_open(None)",
+    TypeError,
+)
+row(TP + ".sync_open", "missing file", "aiofiles.threadpool.sync_open(missing)", fnf("missing"))
+row(TP + ".sync_open", "a directory", "aiofiles.threadpool.sync_open(tmp)", IsADirectoryError)
+for name, bad, expect in (
+    ("stdout", "5", TypeError),
+    ("stderr", "b'x'", TypeError),
+    ("stdout_bytes", "'x'", TypeError),
+    ("stderr_bytes", "None", TypeError),
+):
+    row(f"{AF}.{name}.write", "wrong data type", f"await aiofiles.{name}.write({bad})", expect)
+for name in ("stdin", "stdin_bytes"):
+    row(
+        f"{AF}.{name}.read",
+        "size is a str (sys.stdin a pipe)",
+        f"await scenarios.with_stdin(aiofiles, rpipe, {name!r}, lambda s: s.read('x'))",
+        TypeError,
+    )
+row(
+    AF + ".stdout.write",
+    "the stream was closed (sys.stdout replaced by a closed file)",
+    "await scenarios.std_stream_closed(aiofiles, 'stdout')",
+    ValueError,
+)
+# The file wrappers: each method forwards to the ringio file's (rows above); these
+# rows check that the forwarding keeps the exception.
+BR = AF + ".threadpool.binary.AsyncBufferedReader"
+FI = AF + ".threadpool.binary.AsyncFileIO"
+TW = AF + ".threadpool.text.AsyncTextIOWrapper"
+BW = AF + ".threadpool.binary.AsyncBufferedIOBase"
+for cls, mode in ((BR, "'rb'"), (FI, "'rb', 0"), (TW, "'r'")):
+    opened = f"await scenarios.opened(aiofiles, path, {mode})"
+    closed = f"await scenarios.opened(aiofiles, path, {mode}, close=True)"
+    row(cls + ".read", "size is a str", f"await ({opened}).read('1')", TypeError)
+    row(cls + ".read", "after close", f"await ({closed}).read()", ValueError)
+    row(
+        cls + ".write",
+        "on a read-only file",
+        f"await ({opened}).write({'b' if 'b' in mode else ''}'x')",
+        UnsupportedOperation,
+    )
+    row(
+        cls + ".seek",
+        "whence 7",
+        f"await ({opened}).seek(0, 7)",
+        err(E.EINVAL) if cls == FI else ValueError,
+    )
+    row(cls + ".tell", "after close", f"await ({closed}).tell()", ValueError)
+    row(cls + ".fileno", "after close", f"({closed}).fileno()", ValueError)
+    row(cls + ".readable", "after close", f"({closed}).readable()", ValueError)
+    row(cls + ".seekable", "after close", f"await ({closed}).seekable()", ValueError)
+    row(cls + ".close", "twice", f"await ({closed}).close()", OK("None", "r is None"))
+row(
+    BR + ".peek",
+    "after close",
+    "await (await scenarios.opened(aiofiles, path, 'rb', close=True)).peek(1)",
+    ValueError,
+)
+row(
+    BR + ".read1",
+    "size is a str",
+    "await (await scenarios.opened(aiofiles, path, 'rb')).read1('x')",
+    TypeError,
+)
+row(
+    BR + ".readinto",
+    "read-only buffer",
+    "await (await scenarios.opened(aiofiles, path, 'rb')).readinto(ro)",
+    TypeError,
+)
+row(
+    FI + ".readall",
+    "after close",
+    "await (await scenarios.opened(aiofiles, path, 'rb', 0, close=True)).readall()",
+    ValueError,
+)
+row(
+    BW + ".read",
+    "on a write-only file",
+    "await (await scenarios.opened(aiofiles, newpath, 'wb')).read()",
+    UnsupportedOperation,
+)
+row(
+    TW + ".write",
+    "bytes data",
+    "await (await scenarios.opened(aiofiles, newpath, 'w')).write(b'x')",
+    TypeError,
+)
+row(
+    BW + ".detach",
+    "a ringio buffered file (no raw file under it; aiofiles hands over the FileIO)",
+    "(await scenarios.opened(aiofiles, path, 'rb')).detach()",
+    UnsupportedOperation,
+)
+row(
+    TW + ".detach",
+    "after close (as io)",
+    "(await scenarios.opened(aiofiles, path, 'r', close=True)).detach()",
+    ValueError,
+)
+row(
+    TW + ".detach",
+    "then read through the text wrapper (as io)",
+    "await scenarios.detached_then_read(aiofiles, path)",
+    ValueError,
+)
+row(AF + ".install", "an argument", "aiofiles.install(5)", TypeError)
+row(
+    AF + ".install",
+    "twice, then uninstall with the first result",
+    "scenarios.aiofiles_install_twice(aiofiles)",
+    OK("the original aiofiles back", "r is True"),
+    isolate=True,
+)
+row(AF + ".uninstall", "None", "aiofiles.uninstall(None)", AttributeError)
+row(AF + ".uninstall", "a list", "aiofiles.uninstall([1])", AttributeError)
+row(
+    AF + ".uninstall",
+    "an empty dict (nothing to put back)",
+    "aiofiles.uninstall({})",
+    OK("None", "r is None"),
+)
+STT = AF + ".tempfile.temptypes.AsyncSpooledTemporaryFile"
+row(
+    STT + ".write",
+    "str to a binary spool",
+    "await (await aiofiles.tempfile.SpooledTemporaryFile()).write('x')",
+    TypeError,
+)
+row(
+    STT + ".write",
+    "after close",
+    "await scenarios.closed_then(await aiofiles.tempfile.SpooledTemporaryFile(), 'write', b'x')",
+    ValueError,
+)
+row(
+    STT + ".writelines",
+    "an int in the list",
+    "await (await aiofiles.tempfile.SpooledTemporaryFile()).writelines([5])",
+    TypeError,
+)
+row(
+    STT + ".writelines",
+    "past max_size into a missing dir (the rollover fails)",
+    "await (await aiofiles.tempfile.SpooledTemporaryFile(1, dir=missing)).writelines([b'ab'])",
+    FileNotFoundError,
+)
+TDT = AF + ".tempfile.temptypes.AsyncTemporaryDirectory"
+row(
+    TDT + ".close",
+    "twice",
+    "await scenarios.tempdir_close_twice(aiofiles.tempfile.TemporaryDirectory(dir=tmp))",
+    OK("None twice", "r == (None, None)"),
+)
+row(
+    TDT + ".cleanup",
+    "removed behind its back",
+    "await scenarios.tempdir_gone(await aiofiles.tempfile.TemporaryDirectory(dir=tmp))",
+    OK("None (as tempfile)", "r is None"),
+)
+row(
+    AF + ".threadpool.utils.delegate_to_executor",
+    "an attribute name that is not a str",
+    "aiofiles.threadpool.utils.delegate_to_executor(5)(type('X', (), {}))",
+    TypeError,
+)
+row(
+    AF + ".threadpool.utils.proxy_method_directly",
+    "an attribute name that is not a str",
+    "aiofiles.threadpool.utils.proxy_method_directly(None)(type('X', (), {}))",
+    TypeError,
+)
+row(
+    AF + ".threadpool.utils.proxy_property_directly",
+    "an attribute name that is not a str",
+    "aiofiles.threadpool.utils.proxy_property_directly(5)(type('X', (), {}))",
+    TypeError,
+)
+row(
+    AF + ".threadpool.utils.cond_delegate_to_executor",
+    "an attribute name that is not a str",
+    "aiofiles.threadpool.utils.cond_delegate_to_executor(5)(type('X', (), {}))",
+    TypeError,
+)
+AO = AF + ".os"
+ao = "aiofiles.os"
+for fn, args in [
+    ("stat", "{p}"),
+    ("remove", "{p}"),
+    ("unlink", "{p}"),
+    ("rmdir", "{p}"),
+    ("mkdir", "{p}"),
+    ("readlink", "{p}"),
+    ("makedirs", "{p}"),
+    ("removedirs", "{p}"),
+    ("access", "{p}, os.R_OK"),
+    ("statvfs", "{p}"),
+    ("listdir", "{p}"),
+    ("scandir", "{p}"),
+]:
+    bad = "1.5" if fn in ("listdir", "scandir") else "None"
+    row(
+        f"{AO}.{fn}",
+        f"path is {'a float' if bad == '1.5' else 'None'}",
+        f"await {ao}.{fn}({args.format(p=bad)})",
+        TypeError,
+    )
+    row(
+        f"{AO}.{fn}",
+        "embedded NUL",
+        f"await {ao}.{fn}({args.format(p=repr('a' + chr(0) + 'b'))})",
+        ValueError,
+    )
+for fn in (
+    "stat",
+    "remove",
+    "unlink",
+    "rmdir",
+    "listdir",
+    "scandir",
+    "readlink",
+    "removedirs",
+    "statvfs",
+):
+    row(f"{AO}.{fn}", "missing", f"await {ao}.{fn}(missing)", fnf("missing"))
+row(AO + ".stat", "fd not open", f"await {ao}.stat(badfd)", err(E.EBADF))
+row(AO + ".stat", "fd negative (as os.stat: EFAULT)", f"await {ao}.stat(-1)", err(E.EFAULT))
+row(AO + ".stat", "dir_fd is a file", f"await {ao}.stat('x', dir_fd=fd)", NotADirectoryError)
+row(AO + ".stat", "path too long", f"await {ao}.stat('a' * 5000)", err(E.ENAMETOOLONG))
+row(AO + ".remove", "a directory", f"await {ao}.remove(tmp)", (IsADirectoryError, E.EISDIR, "tmp"))
+row(AO + ".unlink", "a directory", f"await {ao}.unlink(tmp)", (IsADirectoryError, E.EISDIR, "tmp"))
+row(AO + ".rmdir", "a file", f"await {ao}.rmdir(path)", (NotADirectoryError, E.ENOTDIR, "path"))
+row(AO + ".rmdir", "not empty", f"await {ao}.rmdir(tmp)", (OSError, E.ENOTEMPTY, "tmp"))
+row(AO + ".mkdir", "exists", f"await {ao}.mkdir(tmp)", (FileExistsError, E.EEXIST, "tmp"))
+row(AO + ".mkdir", "mode is a str", f"await {ao}.mkdir(newpath, '755')", TypeError)
+row(AO + ".mkdir", "parent missing", f"await {ao}.mkdir(missing + '/x')", fnf("missing + '/x'"))
+row(AO + ".makedirs", "exists", f"await {ao}.makedirs(tmp)", FileExistsError)
+row(AO + ".makedirs", "through a file", f"await {ao}.makedirs(path + '/a')", NotADirectoryError)
+row(AO + ".rename", "missing source", f"await {ao}.rename(missing, newpath)", fnf("missing"))
+row(AO + ".rename", "dst is None", f"await {ao}.rename(path, None)", TypeError)
+row(AO + ".rename", "dir over a file", f"await {ao}.rename(tmp, path)", OSError)
+row(
+    AO + ".renames",
+    "missing source",
+    f"await {ao}.renames(missing, newpath + '/a')",
+    fnf("missing"),
+)
+row(AO + ".replace", "src is an int", f"await {ao}.replace(3, newpath)", TypeError)
+row(AO + ".replace", "missing source", f"await {ao}.replace(missing, newpath)", fnf("missing"))
+row(AO + ".link", "missing source", f"await {ao}.link(missing, newpath)", fnf("missing"))
+row(AO + ".link", "dst exists", f"await {ao}.link(path, path)", FileExistsError)
+row(AO + ".symlink", "dst exists", f"await {ao}.symlink('x', path)", FileExistsError)
+row(AO + ".symlink", "src is None", f"await {ao}.symlink(None, newpath)", TypeError)
+row(AO + ".readlink", "not a link", f"await {ao}.readlink(path)", (OSError, E.EINVAL, "path"))
+row(AO + ".listdir", "a file", f"await {ao}.listdir(path)", (NotADirectoryError, E.ENOTDIR, "path"))
+row(AO + ".scandir", "a file", f"await {ao}.scandir(path)", (NotADirectoryError, E.ENOTDIR, "path"))
+row(AO + ".access", "mode is a str", f"await {ao}.access(path, 'r')", TypeError)
+row(AO + ".access", "missing", f"await {ao}.access(missing, os.R_OK)", OK("False", "r is False"))
+row(AO + ".sendfile", "out fd not open", f"await {ao}.sendfile(badfd, fd, 0, 10)", err(E.EBADF))
+row(
+    AO + ".sendfile",
+    "in fd is a directory",
+    f"await {ao}.sendfile(s1.fileno(), dirfd, 0, 10)",
+    err(E.EINVAL),
+)
+row(
+    AO + ".sendfile",
+    "negative offset",
+    f"await {ao}.sendfile(s1.fileno(), fd, -1, 10)",
+    err(E.EINVAL),
+)
+row(
+    AO + ".sendfile",
+    "negative count",
+    f"await {ao}.sendfile(s1.fileno(), fd, 0, -1)",
+    err(E.EINVAL),
+)
+row(AO + ".sendfile", "out fd is a str", f"await {ao}.sendfile('x', fd, 0, 10)", TypeError)
+row(AO + ".getcwd", "an argument", f"await {ao}.getcwd(5)", TypeError)
+row(AO + ".wrap", "a non-callable", f"await {ao}.wrap(5)()", TypeError)
+row(AO + ".wrap", "None", f"await {ao}.wrap(None)()", TypeError)
+row(
+    AO + ".wrap",
+    "the wrapped function raises",
+    f"await {ao}.wrap(os.stat)(missing)",
+    fnf("missing"),
+)
+AP = AF + ".ospath"
+ap = "aiofiles.ospath"
+for fn in ("exists", "isfile", "isdir", "islink", "ismount"):
+    row(f"{AP}.{fn}", "missing", f"await {ap}.{fn}(missing)", OK("False", "r is False"))
+    row(f"{AP}.{fn}", "embedded NUL", f"await {ap}.{fn}('a\\0b')", OK("False", "r is False"))
+    row(f"{AP}.{fn}", "path is None", f"await {ap}.{fn}(None)", TypeError)
+row(AP + ".exists", "fd not open", f"await {ap}.exists(badfd)", OK("False", "r is False"))
+row(AP + ".isdir", "path is a float", f"await {ap}.isdir(5.0)", TypeError)
+for fn in ("getsize", "getmtime", "getatime", "getctime"):
+    row(f"{AP}.{fn}", "missing", f"await {ap}.{fn}(missing)", fnf("missing"))
+    row(f"{AP}.{fn}", "path is None", f"await {ap}.{fn}(None)", TypeError)
+    row(f"{AP}.{fn}", "embedded NUL", f"await {ap}.{fn}('a\\0b')", ValueError)
+row(AP + ".samefile", "missing", f"await {ap}.samefile(path, missing)", fnf("missing"))
+row(AP + ".samefile", "path is None", f"await {ap}.samefile(None, path)", TypeError)
+row(AP + ".sameopenfile", "fd not open", f"await {ap}.sameopenfile(fd, badfd)", err(E.EBADF))
+row(AP + ".sameopenfile", "fd is a str", f"await {ap}.sameopenfile(fd, 'x')", TypeError)
+row(AP + ".abspath", "path is None", f"await {ap}.abspath(None)", TypeError)
+row(
+    AP + ".abspath",
+    "embedded NUL (as os.path: no check)",
+    f"await {ap}.abspath('a\\0b')",
+    OK("the joined path", "r.endswith('a\\0b')"),
+)
+AT = AF + ".tempfile"
+at = "aiofiles.tempfile"
+for fn in ("TemporaryFile", "NamedTemporaryFile"):
+    row(f"{AT}.{fn}", "mode unknown letter", f"await {at}.{fn}('rz')", ValueError)
+    row(f"{AT}.{fn}", "dir missing", f"await {at}.{fn}(dir=missing)", FileNotFoundError)
+    row(f"{AT}.{fn}", "dir is a file", f"await {at}.{fn}(dir=path)", NotADirectoryError)
+    row(f"{AT}.{fn}", "dir has an embedded NUL", f"await {at}.{fn}(dir='a\\0b')", ValueError)
+    row(f"{AT}.{fn}", "buffering is a str", f"await {at}.{fn}(buffering='x')", TypeError)
+    row(f"{AT}.{fn}", "unknown encoding", f"await {at}.{fn}('w', encoding='nope')", LookupError)
+    row(f"{AT}.{fn}", "unbuffered text", f"await {at}.{fn}('w', 0)", ValueError)
+    if fn == "NamedTemporaryFile":  # TemporaryFile's O_TMPFILE file has no name
+        row(f"{AT}.{fn}", "prefix is an int", f"await {at}.{fn}(prefix=5, dir=tmp)", TypeError)
+row(
+    AT + ".NamedTemporaryFile",
+    "prefix bytes, suffix str",
+    f"await {at}.NamedTemporaryFile(prefix=b'x', suffix='y', dir=tmp)",
+    TypeError,
+)
+row(
+    AT + ".NamedTemporaryFile",
+    "suffix with a NUL",
+    f"await {at}.NamedTemporaryFile(suffix='a\\0b', dir=tmp)",
+    ValueError,
+)
+row(
+    AT + ".TemporaryFile",
+    "dir is an int (stdlib: EBADF by accident; here TypeError)",
+    f"await {at}.TemporaryFile(dir=5)",
+    TypeError,
+)
+row(
+    AT + ".SpooledTemporaryFile",
+    "max_size is a str (fails at the first write, as tempfile)",
+    f"await (await {at}.SpooledTemporaryFile(max_size='x')).write(b'a')",
+    TypeError,
+)
+row(
+    AT + ".SpooledTemporaryFile",
+    "unknown encoding",
+    f"await {at}.SpooledTemporaryFile(mode='w', encoding='nope')",
+    LookupError,
+)
+row(
+    AT + ".SpooledTemporaryFile",
+    "str to a binary spool",
+    f"await (await {at}.SpooledTemporaryFile()).write('x')",
+    TypeError,
+)
+row(
+    AT + ".SpooledTemporaryFile",
+    "bytes to a text spool",
+    f"await (await {at}.SpooledTemporaryFile(mode='w+')).write(b'x')",
+    TypeError,
+)
+row(
+    AT + ".SpooledTemporaryFile",
+    "dir missing (fails at the rollover)",
+    f"await (await {at}.SpooledTemporaryFile(max_size=1, dir=missing)).write(b'xx')",
+    FileNotFoundError,
+)
+row(
+    AT + ".TemporaryDirectory",
+    "dir missing",
+    f"await {at}.TemporaryDirectory(dir=missing)",
+    FileNotFoundError,
+)
+row(
+    AT + ".TemporaryDirectory",
+    "dir is a file",
+    f"await {at}.TemporaryDirectory(dir=path)",
+    NotADirectoryError,
+)
+row(
+    AT + ".TemporaryDirectory",
+    "dir has an embedded NUL",
+    f"await {at}.TemporaryDirectory(dir='a\\0b')",
+    ValueError,
+)
+row(
+    AT + ".TemporaryDirectory",
+    "suffix is an int",
+    f"await {at}.TemporaryDirectory(suffix=5, dir=tmp)",
+    TypeError,
+)
+row(
+    AT + ".TemporaryDirectory",
+    "removed behind its back, then cleaned up",
+    f"await scenarios.tempdir_removed_under({at}.TemporaryDirectory(dir=tmp))",
+    OK("no error (as tempfile)", "r is None"),
+)
+row(AT + ".wrap", "not a file", f"{at}.wrap(5, 5)", TypeError)
+
+# ------------------------------------------------------------------ ringio.tempfile
+# As the stdlib's tempfile: the constructors raise what tempfile raises; the objects'
+# methods what the stdlib objects raise.
+group("tempfile", per_engine=True)
+RT = "ringio.tempfile"
+rt = "ringio.tempfile"
+for fn in ("TemporaryFile", "NamedTemporaryFile"):
+    row(f"{RT}.{fn}", "mode unknown letter", f"await {rt}.{fn}('rz')", ValueError)
+    row(f"{RT}.{fn}", "mode is None", f"await {rt}.{fn}(None)", TypeError)
+    row(f"{RT}.{fn}", "dir missing", f"await {rt}.{fn}(dir=missing)", FileNotFoundError)
+    row(f"{RT}.{fn}", "dir is a file", f"await {rt}.{fn}(dir=path)", NotADirectoryError)
+    row(f"{RT}.{fn}", "dir has an embedded NUL", f"await {rt}.{fn}(dir='a\\0b')", ValueError)
+    row(
+        f"{RT}.{fn}",
+        "dir is an int (stdlib: EBADF by accident)",
+        f"await {rt}.{fn}(dir=5)",
+        TypeError,
+    )
+    row(f"{RT}.{fn}", "buffering is a str", f"await {rt}.{fn}(buffering='x', dir=tmp)", TypeError)
+    row(
+        f"{RT}.{fn}",
+        "unknown encoding",
+        f"await {rt}.{fn}('w', encoding='nope', dir=tmp)",
+        LookupError,
+    )
+    row(
+        f"{RT}.{fn}",
+        "encoding in binary mode",
+        f"await {rt}.{fn}('wb', encoding='utf-8', dir=tmp)",
+        ValueError,
+    )
+    row(f"{RT}.{fn}", "unbuffered text", f"await {rt}.{fn}('w', 0, dir=tmp)", ValueError)
+    if fn == "NamedTemporaryFile":  # TemporaryFile's O_TMPFILE file has no name
+        row(f"{RT}.{fn}", "prefix is an int", f"await {rt}.{fn}(prefix=5, dir=tmp)", TypeError)
+    row(f"{RT}.{fn}", "prefix bytes, dir str", f"await {rt}.{fn}(prefix=b'x', dir=tmp)", TypeError)
+    row(
+        f"{RT}.{fn}",
+        "loop is not the running loop",
+        f"await {rt}.{fn}(dir=tmp, loop=asyncio.new_event_loop())",
+        ValueError,
+    )
+    row(
+        f"{RT}.{fn}",
+        "not awaited, never entered",
+        f"scenarios.pending_dropped({rt}.{fn}(dir=tmp), tmp)",
+        OK("nothing created, no warning", "r == []"),
+    )
+row(
+    RT + ".NamedTemporaryFile",
+    "100 at once (back-pressure, not failure)",
+    "await scenarios.tempfiles_many(tmp, 100)",
+    OK("100 distinct files, all removed on close", "r is True"),
+)
+row(
+    RT + ".NamedTemporaryFile",
+    "suffix with a NUL",
+    f"await {rt}.NamedTemporaryFile(suffix='a\\0b', dir=tmp)",
+    ValueError,
+)
+row(
+    RT + ".NamedTemporaryFile",
+    "suffix with a slash into a missing directory",
+    f"await {rt}.NamedTemporaryFile(suffix='/x/y', dir=tmp)",
+    FileNotFoundError,
+)
+row(
+    RT + ".AsyncTemporaryFileWrapper.close",
+    "twice",
+    "(await ntf.close(), await ntf.close())",
+    OK("None twice", "r == (None, None)"),
+)
+row(
+    RT + ".AsyncTemporaryFileWrapper.close",
+    "the file was removed behind its back",
+    "await scenarios.named_removed_under(ntf)",
+    OK("None (as 3.12+: already gone is fine)", "r is None"),
+)
+row(
+    RT + ".AsyncTemporaryFileWrapper.aclose",
+    "twice",
+    "(await ntf.aclose(), await ntf.aclose())",
+    OK("None twice", "r == (None, None)"),
+)
+row(
+    RT + ".AsyncTemporaryFileWrapper",
+    "read after close",
+    "await scenarios.closed_then(ntf, 'read')",
+    ValueError,
+)
+S = RT + ".AsyncSpooledTemporaryFile"
+row(
+    RT + ".SpooledTemporaryFile",
+    "max_size is a str (fails at the first write, as tempfile)",
+    f"await (await {rt}.SpooledTemporaryFile(max_size='x')).write(b'a')",
+    TypeError,
+)
+row(
+    RT + ".SpooledTemporaryFile",
+    "unknown encoding",
+    f"await {rt}.SpooledTemporaryFile(mode='w', encoding='nope')",
+    LookupError,
+)
+row(
+    RT + ".SpooledTemporaryFile",
+    "mode unknown letter (fails at the rollover, as tempfile)",
+    f"await (await {rt}.SpooledTemporaryFile(1, 'rzb')).write(b'xx')",
+    ValueError,
+)
+row(
+    RT + ".SpooledTemporaryFile",
+    "dir missing (fails at the rollover)",
+    f"await (await {rt}.SpooledTemporaryFile(1, dir=missing)).write(b'xx')",
+    FileNotFoundError,
+)
+row(
+    RT + ".SpooledTemporaryFile",
+    "loop is not the running loop",
+    f"await {rt}.SpooledTemporaryFile(loop=asyncio.new_event_loop())",
+    ValueError,
+)
+for sp, where in (("sp", "in memory"), ("spr", "rolled over")):
+    row(S + ".write", f"str to a binary spool ({where})", f"await {sp}.write('x')", TypeError)
+    row(S + ".write", f"None ({where})", f"await {sp}.write(None)", TypeError)
+    row(
+        S + ".writelines", f"an int in the list ({where})", f"await {sp}.writelines([5])", TypeError
+    )
+    row(S + ".read", f"size is a str ({where})", f"await {sp}.read('x')", TypeError)
+    row(S + ".read1", f"size is a str ({where})", f"await {sp}.read1('x')", TypeError)
+    row(S + ".readinto", f"read-only buffer ({where})", f"await {sp}.readinto(ro)", TypeError)
+    row(S + ".readline", f"size is a str ({where})", f"await {sp}.readline('x')", TypeError)
+    row(S + ".readlines", f"hint is a str ({where})", f"await {sp}.readlines('x')", TypeError)
+    row(S + ".seek", f"whence 7 ({where})", f"await {sp}.seek(0, 7)", ValueError)
+    row(S + ".seek", f"negative position ({where})", f"await {sp}.seek(-1)", (ValueError, OSError))
+    row(S + ".seek", f"offset is a str ({where})", f"await {sp}.seek('x')", TypeError)
+    row(S + ".truncate", f"size is a str ({where})", f"await {sp}.truncate('x')", TypeError)
+    row(
+        S + ".truncate",
+        f"negative size ({where})",
+        f"await {sp}.truncate(-1)",
+        (ValueError, OSError),
+    )
+for sp, where in (("spc", "closed in memory"), ("sprc", "closed after the rollover")):
+    for fn in ("readable", "writable", "seekable", "isatty"):
+        row(f"{S}.{fn}", f"after close ({where})", f"{sp}.{fn}()", ValueError)
+    for fn, args in (
+        ("read", ""), ("read1", ""), ("readinto", "bytearray(4)"), ("readline", ""),
+        ("readlines", ""), ("seek", "0"), ("tell", ""), ("truncate", ""), ("flush", ""),
+        ("write", "b'x'"), ("writelines", "[b'x']"),
+    ):  # fmt: skip
+        row(f"{S}.{fn}", f"after close ({where})", f"await {sp}.{fn}({args})", ValueError)
+    row(f"{S}.fileno", f"after close ({where})", f"await {sp}.fileno()", ValueError)
+    row(
+        f"{S}.rollover",
+        f"after close ({where})",
+        f"await {sp}.rollover()",
+        ValueError if sp == "spc" else OK("None (already rolled over, as tempfile)", "r is None"),
+    )
+    row(f"{S}.close", f"twice ({where})", f"await {sp}.close()", OK("None", "r is None"))
+    row(f"{S}.aclose", f"twice ({where})", f"await {sp}.aclose()", OK("None", "r is None"))
+row(S + ".rollover", "an argument", "await sp.rollover(1)", TypeError)
+row(
+    S + ".rollover",
+    "twice",
+    "(await sp.rollover(), await sp.rollover())",
+    OK("None twice (the second does nothing)", "r == (None, None)"),
+)
+row(
+    S + ".rollover",
+    "into a directory removed meanwhile",
+    "await scenarios.spool_rollover_dir_gone(tmp)",
+    FileNotFoundError,
+)
+row(S + ".fileno", "an argument", "await sp.fileno(1)", TypeError)
+TD = RT + ".AsyncTemporaryDirectory"
+row(
+    RT + ".TemporaryDirectory",
+    "dir missing",
+    f"await {rt}.TemporaryDirectory(dir=missing)",
+    FileNotFoundError,
+)
+row(
+    RT + ".TemporaryDirectory",
+    "dir is a file",
+    f"await {rt}.TemporaryDirectory(dir=path)",
+    NotADirectoryError,
+)
+row(
+    RT + ".TemporaryDirectory",
+    "dir has an embedded NUL",
+    f"await {rt}.TemporaryDirectory(dir='a\\0b')",
+    ValueError,
+)
+row(
+    RT + ".TemporaryDirectory",
+    "suffix is an int",
+    f"await {rt}.TemporaryDirectory(suffix=5, dir=tmp)",
+    TypeError,
+)
+row(
+    RT + ".TemporaryDirectory",
+    "prefix bytes, dir str",
+    f"await {rt}.TemporaryDirectory(prefix=b'x', dir=tmp)",
+    TypeError,
+)
+row(
+    RT + ".TemporaryDirectory",
+    "loop is not the running loop",
+    f"await {rt}.TemporaryDirectory(dir=tmp, loop=asyncio.new_event_loop())",
+    ValueError,
+)
+row(
+    TD + ".cleanup",
+    "twice",
+    "(await td.cleanup(), await td.cleanup())",
+    OK("None twice", "r == (None, None)"),
+)
+row(
+    TD + ".cleanup",
+    "removed behind its back",
+    "await scenarios.tempdir_gone(td)",
+    OK("None (as tempfile)", "r is None"),
+)
+row(
+    TD + ".cleanup",
+    "a read-only subdirectory inside (as tempfile: made writable, removed)",
+    "await scenarios.tempdir_readonly_inside(td)",
+    OK("removed", "r is False"),
+)
+row(
+    TD + ".cleanup",
+    "a file inside replaced by a directory with a socket",
+    "await scenarios.tempdir_odd_entries(td)",
+    OK("removed", "r is False"),
+)
+row(TD + ".cleanup", "an argument", "await td.cleanup(1)", TypeError)
+row(
+    TD + ".close",
+    "twice",
+    "(await td.close(), await td.close())",
+    OK("None twice", "r == (None, None)"),
 )
 
 # ------------------------------------------------------------------ fd objects

@@ -17,31 +17,3 @@ def test_doc_is_generated_from_the_table():
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def test_every_public_api_has_rows():
-    from tests.badinput.table import CASES
-
-    apis = {
-        c.api.rsplit(".", 1)[0] if c.api[-1].islower() and "." in c.api else c.api for c in CASES
-    }
-    covered = " ".join(c.api for c in CASES)
-    for name in (
-        "ringio.aio.",
-        "ringio.aio.AsyncContext",
-        "ringio.uring.",
-        "ringio.aligned",
-        "ringio.dio_alignment",
-        "ringio.open",
-        "ringio.AsyncFileIO",
-        "ringio.AsyncBufferedFile",
-        "ringio.AsyncTextFile",
-        "ringio.os.",
-        "ringio.os.path.",
-        "ringio.compat.linux_aio",
-        "ringio.compat.caio",
-        "ringio.Watcher",
-        "ringio.EventLoop",
-    ):
-        assert name in covered, f"no bad-input rows for {name}"
-    assert apis

@@ -27,6 +27,27 @@ async def test_pipe_read_write(engine):
         assert await fr.read() == b" two\n"
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_a_write_bigger_than_the_pipe_while_this_loop_reads(engine, buffering):
+    """A blocking pipe: the write must not wait inside a syscall for room that only
+    this same loop's reader can make."""
+    r, w = os.pipe()
+    payload = os.urandom(1 << 20)  # 16 times the pipe's default capacity
+    async with ringio.open(r, "rb") as fr, ringio.open(w, "wb", buffering=buffering) as fw:
+
+        async def writer() -> None:
+            view = memoryview(payload)
+            while view:  # a raw (unbuffered) write may be partial, as FileIO's
+                view = view[await fw.write(view) :]
+            await fw.close()
+
+        task = asyncio.ensure_future(writer())
+        got = await asyncio.wait_for(fr.read(), timeout=20)
+        await task
+    assert got == payload
+
+
 async def test_fifo_text(engine, tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -99,6 +120,36 @@ async def test_direct(engine, tmp_path, case):
             payload = payload[:4094] + b"XYZ" + payload[4097:-10] + b"tail-grows-file"
         assert await f.seek(0, os.SEEK_END) == len(payload)
     assert p.read_bytes() == payload
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "closed"),
+    [
+        ({"encoding": "no-such-codec"}, LookupError, True),
+        ({"encoding": "hex"}, LookupError, True),
+        ({"buffering": 0}, ValueError, True),
+        ({"newline": "x"}, ValueError, True),
+        ({"newline": 5}, TypeError, False),
+    ],
+)
+async def test_refused_text_args_close_a_given_fd_as_io_open_does(
+    engine, tmp_path, kwargs, exc, closed
+):
+    p = tmp_path / "t.txt"
+    p.write_text("x")
+    for opener in (io.open, ringio.open):
+        fd = os.open(p, os.O_RDONLY)
+        with pytest.raises(exc):
+            result = opener(fd, "r", **kwargs)
+            if opener is ringio.open:
+                await result
+        try:
+            os.fstat(fd)
+            still_open = True
+            os.close(fd)
+        except OSError:
+            still_open = False
+        assert still_open is not closed, (opener, kwargs)
 
 
 async def test_bad_input(engine, tmp_path):

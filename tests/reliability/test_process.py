@@ -199,39 +199,3 @@ def test_poll_on_a_closed_fd_completes_with_an_error():
         ring.submit([uring.poll(fd, select.POLLIN)])
         [c] = ring.get_events(1, timeout=5)
         assert c.res < 0 or c.res & select.POLLNVAL
-
-
-@pytest.fixture
-def failing_block_device():
-    """A device-mapper device whose second half is the `error` target."""
-    if os.geteuid() != 0:
-        pytest.skip("device-mapper needs root")
-    name = f"ringio-eio-{os.getpid()}"
-    table = "0 64 zero\n64 64 error\n"
-    r = subprocess.run(["dmsetup", "create", name], input=table, capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"device-mapper unavailable: {r.stderr.strip().splitlines()[0]}")
-    try:
-        yield f"/dev/mapper/{name}"
-    finally:
-        subprocess.run(["dmsetup", "remove", name], check=False, capture_output=True)
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_eio_from_the_device_surfaces_on_the_failing_read_only(kind, failing_block_device):
-    fd = os.open(failing_block_device, os.O_RDONLY | os.O_DIRECT)
-    try:
-        with KINDS[kind](8) as ctx:
-            good, bad = ringio_aligned(4096), ringio_aligned(4096)
-            ctx.submit([aio.pread(fd, good, 0), aio.pread(fd, bad, 64 * 512)])
-            results = {id(c.op.buffer): c for c in ctx.get_events(2, timeout=10)}
-            assert results[id(good)].res == 4096 and bytes(good) == bytes(4096)
-            assert results[id(bad)].error.errno == errno.EIO
-    finally:
-        os.close(fd)
-
-
-def ringio_aligned(n: int):
-    import ringio
-
-    return ringio.aligned(n)

@@ -42,13 +42,15 @@ def check_offset(offset: int) -> None:
 
 
 class NowaitHint:
-    """Per-file memory of whether inline RWF_NOWAIT attempts are worth making."""
+    """Per-file memory of whether inline RWF_NOWAIT attempts are worth making, and
+    of whether the kernel queue reads the file correctly (None: not checked yet)."""
 
-    __slots__ = ("read", "write")
+    __slots__ = ("queue_reads", "read", "write")
 
     def __init__(self, read: bool = True, write: bool = True) -> None:
         self.read = read
         self.write = write
+        self.queue_reads: bool | None = None
 
 
 class Outcome:
@@ -85,6 +87,37 @@ class Outcome:
         res = await settle()
         self._settle = None
         return res
+
+
+# A terminal reports POLLOUT with room for at least WAKEUP_CHARS bytes.
+_TTY_ROOM = 256
+
+
+def write_what_fits(fd: int, data: Any) -> int | None:
+    """After POLLOUT: writes only what fits now, never waiting inside the syscall
+    (a blocking write of more would wait until all fit, forever if the same loop is
+    the reader). Pipes and sockets take a part with RWF_NOWAIT; None when another
+    writer took the room first."""
+    try:
+        return os.pwritev(fd, [data], -1, os.RWF_NOWAIT)
+    except BlockingIOError:
+        return None
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    # Terminals refuse RWF_NOWAIT.
+    return os.write(fd, memoryview(data).cast("B")[:_TTY_ROOM])
+
+
+async def _settle_thread(
+    cf: concurrent.futures.Future[int], loop: asyncio.AbstractEventLoop
+) -> int | None:
+    if cf.cancelled():
+        return None  # never started
+    try:
+        return await asyncio.shield(asyncio.wrap_future(cf, loop=loop))
+    except Exception:
+        return None
 
 
 class FileEngine(abc.ABC):
@@ -198,6 +231,15 @@ class FileEngine(abc.ABC):
     async def run_sync(self, func: Callable[..., T], *args: Any) -> T:
         """Runs a call that has no kernel async form on the engine's fallback pool."""
         return await self.loop.run_in_executor(self._fallback_pool(), func, *args)
+
+    async def _tracked(self, outcome: Outcome | None, func: Any, *args: Any) -> int:
+        """run_sync, but an `outcome` can learn the call's result after a cancel
+        (a call already running in a thread finishes regardless)."""
+        if outcome is None:
+            return await self.run_sync(func, *args)
+        cf = self._fallback_pool().submit(func, *args)
+        outcome.arm(lambda: _settle_thread(cf, self.loop))
+        return await asyncio.wrap_future(cf, loop=self.loop)
 
     def _fallback_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         if self.closed:

@@ -22,12 +22,13 @@ from typing import Any
 
 from .. import _core
 from .._proactor import Proactor
-from .base import FileEngine, NowaitHint, Outcome, PoolPathOps
+from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, write_what_fits
 from .base import check_offset as _check_offset
 
 AT_EMPTY_PATH = 0x1000
 AT_SYMLINK_NOFOLLOW = 0x100
 _NOWAIT = os.RWF_NOWAIT
+FUSE_SUPER_MAGIC = 0x65735546
 
 
 def _check_fd(fd: int) -> None:
@@ -82,6 +83,11 @@ class KernelEngine(FileEngine):
                 pass  # not cached: the kernel queue does it without blocking us
             except OSError as e:
                 _inline_read_refused(e, hint)
+        return await self._queued_pread(fd, buf, offset, hint, outcome)
+
+    async def _queued_pread(
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None, outcome: Outcome | None
+    ) -> int:
         return await self._run(_core.pread, fd, buf, offset, outcome=outcome)
 
     async def pread_bytes(
@@ -98,7 +104,7 @@ class KernelEngine(FileEngine):
                 if data is not None:
                     return data
         buf = bytearray(n)
-        got = await self._run(_core.pread, fd, buf, offset)
+        got = await self._queued_pread(fd, buf, offset, hint, None)
         del buf[got:]
         return bytes(buf)
 
@@ -169,6 +175,36 @@ class UringFileEngine(KernelEngine):
         # One ring per loop, used only from the loop's thread: SINGLE_ISSUER +
         # DEFER_TASKRUN where the kernel has them.
         super().__init__(loop, _core.Ring(entries, single_issuer=True), lambda op: True)
+
+    # Linux 6.18 (at least): io_uring retries a short read of a FUSE file opened in
+    # direct_io mode (FOPEN_DIRECT_IO, chosen by the FUSE server) at the read's
+    # *starting* offset, and reports the full length: the tail of the buffer then
+    # holds the start of the range again. Any read crossing EOF, or a server's short
+    # reply, would silently return wrong bytes. Userspace cannot see whether a FUSE
+    # file is in direct_io mode, so every queued read of a FUSE file goes to the
+    # fallback pool instead (tests/reliability/test_eio.py reproduces the kernel bug).
+    def _queue_reads_correct(self, fd: int, hint: NowaitHint | None) -> bool:
+        if hint is not None and hint.queue_reads is not None:
+            return hint.queue_reads
+        ok = _core.fs_type(fd) != FUSE_SUPER_MAGIC
+        if hint is not None:
+            hint.queue_reads = ok
+        return ok
+
+    async def _queued_pread(
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint | None, outcome: Outcome | None
+    ) -> int:
+        if self._queue_reads_correct(fd, hint):
+            return await self._run(_core.pread, fd, buf, offset, outcome=outcome)
+        return await self._tracked(outcome, os.preadv, fd, [buf], offset)
+
+    async def preadv(
+        self, fd: int, buffers: Sequence[Any], offset: int, *, outcome: Outcome | None = None
+    ) -> int:
+        if self._queue_reads_correct(fd, None):
+            return await super().preadv(fd, buffers, offset, outcome=outcome)
+        _check_offset(offset)
+        return await self._tracked(outcome, os.preadv, fd, list(buffers), offset)
 
     async def read(self, fd: int, buf: Any, *, outcome: Outcome | None = None) -> int:
         return await self._run(_core.read, fd, buf, outcome=outcome)
@@ -278,8 +314,11 @@ class AioFileEngine(PoolPathOps, KernelEngine):
 
     async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:
         if os.get_blocking(fd):
-            await self.poll(fd, select.POLLOUT)
-            return os.write(fd, data)
+            while True:
+                await self.poll(fd, select.POLLOUT)
+                n = write_what_fits(fd, data)
+                if n is not None:
+                    return n
         return await self._stream(fd, select.POLLOUT, lambda: os.write(fd, data))
 
     async def close(self, fd: int) -> None:

@@ -4,25 +4,12 @@ blocking ``os`` call on a small pool."""
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import os
 import select
 from collections.abc import Sequence
 from typing import Any
 
-from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, check_offset
-
-
-async def _settle_thread(
-    cf: concurrent.futures.Future[int], loop: asyncio.AbstractEventLoop
-) -> int | None:
-    if cf.cancelled():
-        return None  # never started
-    try:
-        return await asyncio.shield(asyncio.wrap_future(cf, loop=loop))
-    except Exception:
-        return None
+from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, check_offset, write_what_fits
 
 
 def _ready_mask(fd: int, events: int) -> int:
@@ -34,15 +21,6 @@ def _ready_mask(fd: int, events: int) -> int:
 
 class ThreadEngine(PoolPathOps, FileEngine):
     name = "thread"
-
-    async def _tracked(self, outcome: Outcome | None, func: Any, *args: Any) -> int:
-        """run_sync, but an `outcome` can learn the call's result after a cancel
-        (a call already running in a thread finishes regardless)."""
-        if outcome is None:
-            return await self.run_sync(func, *args)
-        cf = self._fallback_pool().submit(func, *args)
-        outcome.arm(lambda: _settle_thread(cf, self.loop))
-        return await asyncio.wrap_future(cf, loop=self.loop)
 
     async def pread(
         self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,
@@ -96,8 +74,10 @@ class ThreadEngine(PoolPathOps, FileEngine):
         return await self._tracked(outcome, os.readv, fd, [buf])
 
     async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:
-        if await self._wait_ready(fd, select.POLLOUT):
-            return os.write(fd, data)
+        while await self._wait_ready(fd, select.POLLOUT):
+            n = write_what_fits(fd, data)
+            if n is not None:
+                return n
         return await self._tracked(outcome, os.write, fd, data)
 
     async def fsync(self, fd: int) -> None:

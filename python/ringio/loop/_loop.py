@@ -284,6 +284,10 @@ def install() -> None:
 
 def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
     """Run the coroutine `main` on a new ringio loop, like ``asyncio.run``."""
+    if asyncio._get_running_loop() is not None:
+        # As asyncio.run, before a loop is made (3.11's Runner made one, then failed
+        # twice over and left its shutdown_asyncgens coroutine never awaited).
+        raise RuntimeError("ringio.run() cannot be called from a running event loop")
     if sys.version_info >= (3, 12):
         return asyncio.run(main, debug=debug, loop_factory=new_event_loop)
     with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:

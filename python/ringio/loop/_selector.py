@@ -244,11 +244,19 @@ class RingSelector(selectors.BaseSelector):
     def submit_op(self, op: Any) -> None:
         """Queues a ring op (its ``data`` a callable taking the Completion) for the
         next select()'s submit."""
+        if not isinstance(op, uring.Op):
+            raise TypeError(f"submit_op() takes a ringio.uring op, not {type(op).__name__!r}")
+        if not callable(op.data):
+            raise TypeError("the op's data must be a callable taking its Completion")
+        if self._closed:  # it would never be submitted, nor its callback run
+            raise RuntimeError("the selector is closed")
         self._queued.append(op)
 
     def cancel_op(self, op: Any) -> None:
         """Cancels a queued or in-flight op; its callback still runs with the final
         completion (-ECANCELED, or its result if it won the race)."""
+        if not isinstance(op, uring.Op):
+            raise TypeError(f"cancel_op() takes a ringio.uring op, not {type(op).__name__!r}")
         try:
             self._queued.remove(op)
         except ValueError:

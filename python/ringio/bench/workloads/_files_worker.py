@@ -615,13 +615,16 @@ def sequential(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def lines(spec: dict[str, Any]) -> dict[str, Any]:
-    """Iterating a text file line by line; lines/s and MB/s."""
+    """Iterating a text file line by line, as text or (mode 'rb') bytes; lines/s and MB/s."""
     path, contender = spec["path"], spec["contender"]
+    mode = spec.get("mode", "r")
     size = os.path.getsize(path)
+    if contender.startswith("aiofile[") and mode != "r":
+        raise WorkerSkipped("aiofile's LineReader reads text")
     t0 = time.perf_counter()
     if contender == "open()":
         count = 0
-        with open(path) as f:
+        with open(path, mode) as f:
             for _line in f:
                 count += 1
     elif contender == "aiofiles":
@@ -629,7 +632,7 @@ def lines(spec: dict[str, Any]) -> dict[str, Any]:
 
         async def main() -> int:
             n = 0
-            async with aiofiles.open(path) as f:
+            async with aiofiles.open(path, mode) as f:
                 async for _line in f:
                     n += 1
             return n
@@ -640,7 +643,7 @@ def lines(spec: dict[str, Any]) -> dict[str, Any]:
 
         async def main() -> int:
             n = 0
-            async with c.ringio.open(path) as f:
+            async with c.ringio.open(path, mode) as f:
                 async for _line in f:
                     n += 1
             return n

@@ -233,19 +233,22 @@ def run(options: Options) -> WorkloadResult:
             t.add(c, {"op": "read"}, mb_s=a["read_mb_s"])
     result.tables.append(t)
 
-    # 5. Line iteration over a text file.
+    # 5. Line iteration over a text file, opened as text ('r') and binary ('rb').
     t = Table(
         f"line iteration over a {scale.text_bytes / 1e6:g} MB text file",
         metric="lines_per_s", baseline=BASELINE, higher_is_better=True,
         note="open(): `for line in f`; aiofiles and ringio.open: `async for line in f`; "
-        "aiofile: `async for line in LineReader(afp)`.",
+        "aiofile: `async for line in LineReader(afp)` (text only). Mode r: the locale's "
+        "encoding (UTF-8), universal newlines; rb: bytes.",
     )  # fmt: skip
     line_contenders = [c for c in names if c in ("open()", "aiofiles", "aiofile[linux_aio]")]
     line_contenders += [n.replace("ringio[", "ringio.open[") for n in ringio_names]
-    options.progress(len(line_contenders) - 3, 0)
-    for c in line_contenders:
-        if (a := job(c, {"kind": "lines", "path": data["text"]})) is not None:
-            t.add(c, {}, lines_per_s=a["lines_per_s"], mb_s=a["mb_s"])
+    line_jobs = [(m, c) for m in ("r", "rb") for c in line_contenders
+                 if m == "r" or not c.startswith("aiofile[")]  # fmt: skip
+    options.progress(len(line_jobs) - 3, 0)
+    for mode, c in line_jobs:
+        if (a := job(c, {"kind": "lines", "path": data["text"], "mode": mode})) is not None:
+            t.add(c, {"mode": mode}, lines_per_s=a["lines_per_s"], mb_s=a["mb_s"])
     result.tables.append(t)
 
     shutil.rmtree(root, ignore_errors=True)

@@ -94,6 +94,8 @@ def _buffer(self: Any) -> Any:
 def _detach(self: Any) -> Any:
     """Hands over the binary file (wrapped); this wrapper is unusable afterwards.
     Text writes are already in the binary file's buffer, so nothing is lost."""
+    if self._file.closed:  # as io.TextIOWrapper.detach (its flush fails)
+        raise ValueError("I/O operation on closed file.")
     buf = _buffer(self)
     self._file = _Detached()
     return buf
