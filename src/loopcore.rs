@@ -321,7 +321,7 @@ impl LoopCore {
     /// to another thread). Transports re-arm their receive on the new ring; a send
     /// in flight on the old one can complete there unseen: its chunks are leaked
     /// (the old ring may still read them) and counted as sent.
-    fn bind(inner: &mut Inner, py: Python<'_>, ring: &Bound<'_, Ring>) {
+    fn bind(inner: &mut Inner, ring: &Bound<'_, Ring>) {
         if inner
             .ring
             .as_ref()
@@ -334,7 +334,6 @@ impl LoopCore {
         if !had_ring {
             return;
         }
-        let _ = py;
         let mut slots = Vec::new();
         for (slot, c) in inner.conns.iter_mut().enumerate() {
             let Some(c) = c else { continue };
@@ -945,7 +944,7 @@ impl LoopCore {
             if inner.closed {
                 return Err(PyRuntimeError::new_err("the loop core is closed"));
             }
-            Self::bind(&mut inner, py, ring);
+            Self::bind(&mut inner, ring);
             let block = block
                 && inner.backlog.is_empty()
                 && inner.pending.is_empty()

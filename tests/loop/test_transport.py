@@ -710,3 +710,38 @@ def test_many_connections_share_the_buffer_ring(loop, run):
         await srv.wait_closed()
 
     run(main(), timeout=30)
+
+
+def test_transport_survives_the_loop_moving_to_another_thread(loop, run):
+    """A new ring for the new thread: the transport's receive is re-armed on it."""
+    import threading
+
+    proto, cli = run(_pair(loop))
+    tr = proto.transport
+    run(loop.sock_sendall(cli, b"before"))
+    run(_wait_for_data(proto, b"before"))
+    ring_before = loop._selector.ring
+
+    def in_thread():
+        async def main():
+            await loop.sock_sendall(cli, b"after")
+            await _wait_for_data(proto, b"beforeafter")
+            tr.write(b"echo")
+            assert await _recv_exactly(loop, cli, 4) == b"echo"
+
+        loop.run_until_complete(asyncio.wait_for(main(), 10))
+
+    t = threading.Thread(target=in_thread)
+    t.start()
+    t.join(20)
+    assert not t.is_alive()
+    assert loop._selector.ring is not ring_before
+    tr.close()
+    run(proto.done)
+    cli.close()
+
+
+async def _wait_for_data(proto, want):
+    while bytes(proto.data) != want:
+        assert len(proto.data) <= len(want)
+        await asyncio.sleep(0.005)

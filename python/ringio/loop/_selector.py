@@ -310,8 +310,10 @@ class RingSelector(selectors.BaseSelector):
             self._to_arm.clear()
         # Transports' sends and receives are pushed by the core, with `ops`, into
         # the same enter; their completions run protocol callbacks in there.
-        block = not self._backlog and (timeout is None or timeout > 0)
-        done = self._core.select(ring, ops, block, timeout)
+        # A timeout <= 0 (negative included, as selectors take it) only reaps; NaN
+        # goes on to the core, which refuses it.
+        block = not self._backlog and (timeout is None or not timeout <= 0)
+        done = self._core.select(ring, ops, block, timeout if block else None)
         if self._backlog:
             backlog, self._backlog = self._backlog, []
             backlog.extend(done)
