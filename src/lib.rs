@@ -10,6 +10,7 @@ pub mod errors;
 pub mod fastpath;
 pub mod fsops;
 pub mod lines;
+pub mod loopcore;
 pub mod net;
 pub mod op;
 pub mod pydriver;
@@ -60,6 +61,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fsops::register(m)?;
     net::register(m)?;
     lines::register(m)?;
+    loopcore::register(m)?;
     m.add_class::<aio::py::AioContext>()?;
     m.add_class::<uring::py::Ring>()?;
     m.add_function(wrap_pyfunction!(uring::py::probe, m)?)?;

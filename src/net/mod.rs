@@ -11,7 +11,7 @@
 //! cancels everything and waits for every CQE before memory is released.
 
 mod addr;
-mod bufring;
+pub(crate) mod bufring;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

@@ -12,7 +12,11 @@ use crate::engine::{CancelOutcome, Engine, RawCompletion, Request, Submitted, Wa
 use crate::op::OpCode;
 
 /// user_data of the ring's own SQEs (cancellations): their CQEs are not ops'.
-const INTERNAL_TOKEN: u64 = u64::MAX;
+pub(crate) const INTERNAL_TOKEN: u64 = u64::MAX;
+/// user_data bit of SQEs pushed by the event loop's native core (`crate::loopcore`),
+/// not by the Driver: their CQEs are set aside for the core instead of being matched
+/// to Python ops. Driver tokens count up from 1 and never reach it.
+pub(crate) const SIDE_BIT: u64 = 1 << 63;
 /// The most a single read or write transfers (the kernel's MAX_RW_COUNT).
 const MAX_RW_COUNT: usize = 0x7fff_f000;
 
@@ -49,6 +53,14 @@ pub struct UringEngine {
     eventfd: Option<OwnedFd>,
     setup: Setup,
     live: bool,
+    /// CQEs of side SQEs (see `SIDE_BIT`), reaped but not yet taken by the loop core.
+    side: Vec<RawCompletion>,
+    /// Side SQEs whose final CQE has not arrived: `shutdown` waits for them too,
+    /// since the kernel may still read or fill the loop core's buffers.
+    side_inflight: usize,
+    /// The loop core's provided-buffer ring, registered on this ring. Declared after
+    /// `ring` and cleared after it in `shutdown`: its memory must outlive the ring.
+    pub(crate) bufring: Option<crate::net::bufring::BufRing>,
 }
 
 fn build(opts: &Options, attempt: usize) -> io::Result<(IoUring, Setup)> {
@@ -99,6 +111,9 @@ impl UringEngine {
                         eventfd: Some(eventfd),
                         setup,
                         live: true,
+                        side: Vec::new(),
+                        side_inflight: 0,
+                        bufring: None,
                     });
                 }
                 // EINVAL: a flag this kernel does not know; anything else is final.
@@ -130,6 +145,42 @@ impl UringEngine {
     }
 
     /// Runs deferred task work and flushes overflowed CQEs into the CQ.
+    /// Pushes one SQE of the loop core; `counted`: a CQE without MORE will end it
+    /// (cancels carry INTERNAL_TOKEN and are not counted).
+    pub(crate) fn push_side(&mut self, sqe: squeue::Entry, counted: bool) -> io::Result<()> {
+        self.push_all(&[&mut sqe.clone()])?;
+        if counted {
+            self.side_inflight += 1;
+        }
+        Ok(())
+    }
+
+    /// The loop core's completions reaped so far.
+    pub(crate) fn take_side(&mut self, out: &mut Vec<RawCompletion>) {
+        out.append(&mut self.side);
+    }
+
+    /// SQEs pushed but not yet handed to the kernel.
+    pub(crate) fn sq_pending(&mut self) -> u32 {
+        self.ring
+            .as_mut()
+            .map_or(0, |r| r.submission().len() as u32)
+    }
+
+    /// Registers the loop core's provided-buffer ring (once).
+    pub(crate) fn ensure_bufring(
+        &mut self,
+        nbufs: u16,
+        bufsize: usize,
+        bgid: u16,
+    ) -> io::Result<()> {
+        if self.bufring.is_none() {
+            let br = crate::net::bufring::BufRing::new(self.ring()?, nbufs, bufsize, bgid)?;
+            self.bufring = Some(br);
+        }
+        Ok(())
+    }
+
     fn get_events(&self) -> io::Result<()> {
         enter(self.ring()?.as_raw_fd(), 0, 0, IORING_ENTER_GETEVENTS, None).map(drop)
     }
@@ -208,7 +259,21 @@ impl UringEngine {
             return 0;
         };
         for cqe in ring.completion() {
-            if cqe.user_data() == INTERNAL_TOKEN {
+            let ud = cqe.user_data();
+            if ud == INTERNAL_TOKEN {
+                continue;
+            }
+            if ud & SIDE_BIT != 0 {
+                let more = io_uring::cqueue::more(cqe.flags());
+                if !more {
+                    self.side_inflight = self.side_inflight.saturating_sub(1);
+                }
+                self.side.push(RawCompletion {
+                    token: ud,
+                    res: i64::from(cqe.result()),
+                    res2: i64::from(cqe.flags()),
+                    more,
+                });
                 continue;
             }
             out.push(RawCompletion {
@@ -497,11 +562,11 @@ impl Engine for UringEngine {
         self.push_all(&[&mut cancel_all.clone()])?;
         self.enter_submit()?;
         let mut seen = 0;
-        while seen < in_flight {
+        while seen < in_flight || self.side_inflight > 0 {
             let before = out.len();
             self.reap_now(out, usize::MAX)?;
             seen += out[before..].iter().filter(|c| !c.more).count();
-            if seen < in_flight {
+            if seen < in_flight || self.side_inflight > 0 {
                 match enter(self.ring()?.as_raw_fd(), 0, 1, IORING_ENTER_GETEVENTS, None) {
                     Ok(_) => {}
                     Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
@@ -512,6 +577,8 @@ impl Engine for UringEngine {
         self.live = false;
         self.eventfd = None;
         self.ring = None;
+        // After the ring: the kernel no longer reads the buffer ring.
+        self.bufring = None;
         Ok(())
     }
 }

@@ -22,6 +22,14 @@ pub struct Ring {
     defer_taskrun: bool,
 }
 
+impl Ring {
+    /// The driver, for the event loop's native core (`crate::loopcore`), which
+    /// submits and reaps on this same ring.
+    pub(crate) fn inner(&self) -> &PyDriver<UringEngine> {
+        &self.inner
+    }
+}
+
 #[pymethods]
 impl Ring {
     /// `entries`: submission queue size (the completion queue is 4x). `sqpoll_idle`:

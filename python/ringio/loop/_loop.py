@@ -6,27 +6,39 @@ layer underneath: readiness comes from io_uring polls (`RingSelector`) and the
 stream-socket ``sock_recv``/``sock_recv_into``/``sock_sendall`` coroutines, when the
 socket is not ready at once, run as io_uring ``read``/``write`` ops that complete
 with the data, instead of waiting for readiness and then making the syscall.
+
+Phase 2: stream sockets get a `RingSocketTransport` (``_transport.py``) whose receive
+(multishot RECV into provided buffers) and send queue run in the loop's native core
+(``ringio._core.LoopCore``), on the selector's ring, with protocol callbacks called
+from the selector step. ``RINGIO_LOOP_TRANSPORT=selector`` keeps asyncio's transport.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import socket
 import sys
 import weakref
-from asyncio import base_events
+from asyncio import base_events, constants, sslproto
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from .. import uring
 from ._selector import RingSelector
+from ._transport import RingSocketTransport
 
 _T = TypeVar("_T")
 
 # A ring recv reads into a fresh buffer that Python zero-fills: cap it, since a
 # stream recv may return less than asked (echo servers ask for 1 MiB and get 1 KiB).
 _MAX_RING_RECV = 64 * 1024  # below glibc's mmap threshold: no page faults per call
+
+# RINGIO_LOOP_TRANSPORT=selector keeps asyncio's own readiness-based socket
+# transport (phase 1), for A/B comparisons; the default is the ring transport.
+_RING_TRANSPORT = os.environ.get("RINGIO_LOOP_TRANSPORT", "ring") != "selector"
+_STREAM_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX)
 
 __all__ = ["EventLoop", "EventLoopPolicy", "install", "new_event_loop", "run"]
 
@@ -45,6 +57,72 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         self._leftover: weakref.WeakKeyDictionary[socket.socket, bytes] = (
             weakref.WeakKeyDictionary()
         )
+
+    # ----------------------------------------------------------- transports
+
+    def _ring_transport_ok(self, sock: socket.socket) -> bool:
+        return (
+            _RING_TRANSPORT
+            and getattr(self._selector, "_core", None) is not None
+            and sock.type == socket.SOCK_STREAM
+            and sock.family in _STREAM_FAMILIES
+        )
+
+    def _make_socket_transport(  # type: ignore[override]
+        self,
+        sock: socket.socket,
+        protocol: Any,
+        waiter: Any = None,
+        *,
+        extra: Any = None,
+        server: Any = None,
+    ) -> Any:
+        if not self._ring_transport_ok(sock):
+            return super()._make_socket_transport(
+                sock, protocol, waiter, extra=extra, server=server
+            )
+        return RingSocketTransport(self, sock, protocol, waiter, extra, server)
+
+    def _make_ssl_transport(  # type: ignore[override]
+        self,
+        rawsock: socket.socket,
+        protocol: Any,
+        sslcontext: Any,
+        waiter: Any = None,
+        *,
+        server_side: bool = False,
+        server_hostname: Any = None,
+        extra: Any = None,
+        server: Any = None,
+        ssl_handshake_timeout: Any = constants.SSL_HANDSHAKE_TIMEOUT,
+        ssl_shutdown_timeout: Any = constants.SSL_SHUTDOWN_TIMEOUT,
+    ) -> Any:
+        if not self._ring_transport_ok(rawsock):
+            return super()._make_ssl_transport(
+                rawsock,
+                protocol,
+                sslcontext,
+                waiter,
+                server_side=server_side,
+                server_hostname=server_hostname,
+                extra=extra,
+                server=server,
+                ssl_handshake_timeout=ssl_handshake_timeout,
+                ssl_shutdown_timeout=ssl_shutdown_timeout,
+            )
+        # As asyncio's: the TLS protocol (a BufferedProtocol) over a raw transport.
+        ssl_protocol = sslproto.SSLProtocol(
+            self,
+            protocol,
+            sslcontext,
+            waiter,
+            server_side,
+            server_hostname,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout,
+        )
+        RingSocketTransport(self, rawsock, ssl_protocol, extra=extra, server=server)
+        return ssl_protocol._app_transport
 
     # ------------------------------------------------------------ ring plumbing
 

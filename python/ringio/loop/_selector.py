@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import uring
+from .. import _core, uring
 
 EVENT_READ = selectors.EVENT_READ
 EVENT_WRITE = selectors.EVENT_WRITE
@@ -119,6 +119,9 @@ class RingSelector(selectors.BaseSelector):
         # Cancels requested from a thread that may not touch the ring.
         self._cancel_later: list[Any] = []
         self._closed = False
+        # The native half of the loop (phase 2): stream transports on this ring, and
+        # submit + wait + reap in one io_uring_enter per select().
+        self._core: Any = _core.LoopCore()
 
     # ------------------------------------------------------------- registration
 
@@ -305,15 +308,16 @@ class RingSelector(selectors.BaseSelector):
                     armed_w[fd] = op
                     ops.append(op)
             self._to_arm.clear()
-        if ops:
-            ring.submit(ops)
+        # Transports' sends and receives are pushed by the core, with `ops`, into
+        # the same enter; their completions run protocol callbacks in there.
+        # A timeout <= 0 (negative included, as selectors take it) only reaps; NaN
+        # goes on to the core, which refuses it.
+        block = not self._backlog and (timeout is None or not timeout <= 0)
+        done = self._core.select(ring, ops, block, timeout if block else None)
         if self._backlog:
-            done, self._backlog = self._backlog, []
-            done.extend(ring.reap())
-        elif timeout is not None and timeout <= 0:
-            done = ring.reap()
-        else:
-            done = ring.get_events(1, None, timeout)
+            backlog, self._backlog = self._backlog, []
+            backlog.extend(done)
+            done = backlog
         return self._dispatch(done)
 
     def _dispatch(self, done: list[Any]) -> list[tuple[selectors.SelectorKey, int]]:
@@ -363,6 +367,9 @@ class RingSelector(selectors.BaseSelector):
         self._backlog.clear()
         self._fd_to_key.clear()
         self._to_arm.clear()
+        # After the ring is closed (the kernel is done with every buffer): drops the
+        # transports the loop still held.
+        self._core.close_all()
 
 
 class _NotSubmitted:

@@ -1,0 +1,1510 @@
+//! The event loop's native hot path (`ringio.EventLoop`, phase 2).
+//!
+//! [`LoopCore`] shares the loop's one ring (`ringio.uring.Ring`, driven by the
+//! selector's polls and the `sock_*` ops) and runs stream transports on it:
+//!
+//! * receive: one multishot `RECV` per reading transport into a provided-buffer ring
+//!   registered on that ring; each CQE's bytes become one `bytes` handed straight to
+//!   `protocol.data_received` (or copied into `get_buffer()` for a BufferedProtocol),
+//!   called from here during the selector step, with no Python Handle in between;
+//! * send: `write()` appends to a per-transport queue (small writes are coalesced,
+//!   `bytes` of 2 KiB or more are kept by reference, never copied); every transport
+//!   with queued data gets one `SEND`/`SENDMSG` pushed right before the loop's next
+//!   `io_uring_enter`, which also submits the selector's polls and waits. A partial
+//!   send leaves the rest queued for the next round.
+//!
+//! SQEs of the core carry [`SIDE_BIT`] in their user_data; the engine sets their CQEs
+//! aside (`UringEngine::take_side`) instead of giving them to the Driver. The state
+//! lives behind one mutex that is never held while Python code runs: a CQE batch is
+//! first turned into actions under the lock, then the actions call the protocol.
+//! Everything the kernel may still use (queued chunks of an in-flight send, the
+//! buffer ring) stays alive until the op's final CQE, even after the transport was
+//! closed, aborted or collected.
+
+use std::collections::VecDeque;
+use std::os::fd::RawFd;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use io_uring::{cqueue, opcode, types};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyWeakrefReference};
+
+use crate::buffers::View;
+use crate::engine::{Engine, RawCompletion, Submitted};
+use crate::errors;
+use crate::op::{Completion, Op};
+use crate::uring::py::Ring;
+use crate::uring::{INTERNAL_TOKEN, SIDE_BIT};
+
+const KIND_RECV: u64 = 0;
+const KIND_SEND: u64 = 1;
+/// Buffer group of the loop's provided buffers (the ring has no other group).
+const BGID: u16 = 0x4c;
+/// Up to 1024 x 16 KiB (16 MiB, mapped with MAP_NORESERVE). The buffer ring provides
+/// a small window of the most recently returned buffers (cache-warm), doubled each
+/// time the kernel runs out (ENOBUFS ends the multishot receive, which is re-armed at
+/// the next select); a buffer goes back as soon as its bytes are copied out. (256
+/// buffers in all starved 1,000 connections.)
+const NBUFS: u16 = 1024;
+const BUFSIZE: usize = 16 * 1024;
+/// Writes smaller than this are copied into the queue's tail chunk (one iovec for
+/// many small writes); larger `bytes` are sent from the object itself.
+const COALESCE: usize = 2048;
+const MAX_IOV: usize = 64;
+const MAX_SEND: usize = 0x7fff_f000;
+
+fn token(slot: u32, gen: u32, kind: u64) -> u64 {
+    // Bits 32..62 the generation (bit 62 always clear, so never INTERNAL_TOKEN),
+    // 1..32 the slot, bit 0 the kind.
+    SIDE_BIT | (u64::from(gen & 0x3fff_ffff) << 32) | (u64::from(slot) << 1) | kind
+}
+
+fn untoken(t: u64) -> (u32, u32, u64) {
+    (
+        ((t >> 1) & 0x7fff_ffff) as u32,
+        ((t >> 32) & 0x3fff_ffff) as u32,
+        t & 1,
+    )
+}
+
+/// One queued write.
+enum Chunk {
+    /// A `bytes` object, sent from its own storage (immutable, kept alive here).
+    Shared {
+        _obj: Py<PyBytes>,
+        ptr: *const u8,
+        len: usize,
+    },
+    Owned(Vec<u8>),
+}
+
+impl Chunk {
+    fn slice(&self) -> (*const u8, usize) {
+        match self {
+            Chunk::Shared { ptr, len, .. } => (*ptr, *len),
+            Chunk::Owned(v) => (v.as_ptr(), v.len()),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Recv {
+    Off,
+    On,
+    Cancelling,
+}
+
+struct Conn {
+    gen: u32,
+    fd: RawFd,
+    /// The Python transport (`ringio.loop._transport.RingSocketTransport`): its
+    /// methods handle the rare paths (EOF, errors, close after drain, flow control).
+    transport: Option<Py<PyAny>>,
+    data_received: Option<Py<PyAny>>,
+    /// (get_buffer, buffer_updated) of a BufferedProtocol.
+    buffered: Option<(Py<PyAny>, Py<PyAny>)>,
+    reading: bool,
+    recv: Recv,
+    /// The kernel reported EOF or an error: the receive is never re-armed.
+    recv_done: bool,
+    /// Received while reading was paused: delivered, in order, on resume.
+    backlog: Vec<u8>,
+    pending_eof: bool,
+    pending_err: Option<i32>,
+    queue: VecDeque<Chunk>,
+    /// An emptied chunk buffer, reused by the next write.
+    spare: Option<Vec<u8>>,
+    /// Bytes of the queue's head chunk already sent.
+    head_off: usize,
+    queued: usize,
+    send_inflight: bool,
+    send_cancelled: bool,
+    iov: Vec<libc::iovec>,
+    msg: Box<libc::msghdr>,
+    /// close(): connection_lost once the queue has drained.
+    closing: bool,
+    /// write_eof(): SHUT_WR once the queue has drained.
+    eof: bool,
+    shut: bool,
+    /// loop.sendfile() runs on the socket: write() is refused; `want_empty` asks
+    /// for `_ringio_empty` once the queue has drained.
+    sendfile: bool,
+    want_empty: bool,
+    /// connection_lost scheduled (asyncio's `_conn_lost`): writes are dropped.
+    lost: bool,
+    /// The transport is gone; the slot waits only for the kernel's last CQEs.
+    released: bool,
+    proto_paused: bool,
+    /// The CQE batch that last delivered data: an EOF or error in the same batch
+    /// waits for the next select, as asyncio reads data and EOF in two iterations
+    /// (a handshake's waiter must see the transport still open).
+    data_batch: u64,
+    high: usize,
+    low: usize,
+    dirty: bool,
+}
+
+// SAFETY: the raw pointers (iovecs, msghdr, chunk pointers) point into memory this
+// Conn owns (its chunks and boxes); they are only handed to the kernel, and the
+// Conn is only touched under the core's mutex.
+unsafe impl Send for Conn {}
+
+impl Conn {
+    fn idle(&self) -> bool {
+        self.recv == Recv::Off && !self.send_inflight
+    }
+
+    /// Drops the first `n` queued bytes (sent).
+    fn advance(&mut self, mut n: usize) {
+        self.queued -= n.min(self.queued);
+        while n > 0 {
+            let Some(len) = self.queue.front().map(|ch| ch.slice().1) else {
+                break;
+            };
+            let left = len - self.head_off;
+            if n >= left {
+                n -= left;
+                if let Some(Chunk::Owned(mut v)) = self.queue.pop_front() {
+                    // Kept for the next write: a ping-pong transport then queues
+                    // every message without a malloc/free pair.
+                    if self.spare.is_none() && v.capacity() <= 64 * 1024 {
+                        v.clear();
+                        self.spare = Some(v);
+                    }
+                }
+                self.head_off = 0;
+            } else {
+                self.head_off += n;
+                n = 0;
+            }
+        }
+    }
+
+    /// One non-blocking sendmsg of the queue's head (no send may be in flight).
+    /// Returns the errno of a failure other than EAGAIN/EINTR; the queue is then
+    /// dropped, as asyncio clears its buffer on a fatal write error.
+    fn send_now(&mut self) -> Option<i32> {
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(MAX_IOV.min(self.queue.len()));
+        for (i, ch) in self.queue.iter().take(MAX_IOV).enumerate() {
+            let (p, n) = ch.slice();
+            let off = if i == 0 { self.head_off } else { 0 };
+            iov.push(libc::iovec {
+                // SAFETY: off < n for the head chunk (a fully sent chunk is popped).
+                iov_base: unsafe { p.add(off) } as *mut libc::c_void,
+                iov_len: n - off,
+            });
+        }
+        // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len();
+        // SAFETY: `msg` points at `iov`, whose entries point into chunks this Conn
+        // owns; all outlive the synchronous call, which only reads them.
+        let rc = unsafe { libc::sendmsg(self.fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        if rc >= 0 {
+            self.advance(rc as usize);
+            return None;
+        }
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        if errno == libc::EAGAIN || errno == libc::EINTR {
+            return None;
+        }
+        self.queue.clear();
+        self.queued = 0;
+        self.head_off = 0;
+        Some(errno)
+    }
+}
+
+enum Payload {
+    Bytes(Py<PyBytes>),
+    Raw(Vec<u8>),
+    /// Being assembled by `absorb` (never seen outside it, unless allocating the
+    /// bytes failed: then nothing is delivered, as for a MemoryError in recv).
+    Pending,
+}
+
+/// One transport's receives in a CQE batch: (slot, index of its Data action, the
+/// (buffer id, length) of each receive, in order).
+type Group = (u32, usize, Vec<(u16, usize)>);
+
+impl Payload {
+    fn data<'a>(&'a self, py: Python<'a>) -> &'a [u8] {
+        match self {
+            Payload::Bytes(b) => b.as_bytes(py),
+            Payload::Raw(v) => v,
+            Payload::Pending => &[],
+        }
+    }
+}
+
+enum Action {
+    Data(u32, u32, Payload),
+    Eof(u32, u32),
+    ReadErr(u32, u32, i32),
+    /// Python method of the transport to call: (transport, name, errno or -1).
+    Call(Py<PyAny>, &'static str, i32),
+    /// A send completed: resume the protocol (if below the low-water mark), then
+    /// act on an empty queue (close, write_eof, sendfile's empty waiter).
+    SendDone(u32, u32),
+}
+
+#[derive(Default)]
+struct Inner {
+    conns: Vec<Option<Conn>>,
+    free: Vec<u32>,
+    next_gen: u32,
+    dirty: Vec<u32>,
+    /// Transports resumed with a backlog: delivered at the next select.
+    resumed: Vec<u32>,
+    batch: u64,
+    ring: Option<Py<Ring>>,
+    /// Side CQEs not yet processed (a KeyboardInterrupt stopped the last batch).
+    pending: Vec<RawCompletion>,
+    /// Driver completions to hand out first (the last select raised).
+    backlog: Vec<Py<Completion>>,
+    closed: bool,
+}
+
+impl Inner {
+    fn conn(&mut self, slot: u32, gen: u32) -> Option<&mut Conn> {
+        self.conns
+            .get_mut(slot as usize)
+            .and_then(Option::as_mut)
+            .filter(|c| c.gen == gen)
+    }
+
+    fn mark(&mut self, slot: u32) {
+        if let Some(Some(c)) = self.conns.get_mut(slot as usize) {
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(slot);
+            }
+        }
+    }
+
+    fn maybe_free(&mut self, slot: u32) {
+        let free = matches!(self.conns.get(slot as usize), Some(Some(c)) if c.released && c.idle());
+        if free {
+            self.conns[slot as usize] = None;
+            self.free.push(slot);
+        }
+    }
+}
+
+/// The native half of `ringio.EventLoop`: stream transports on the loop's ring, and
+/// the selector's submit + wait + reap in one `io_uring_enter`.
+#[pyclass(module = "ringio._core", frozen)]
+pub struct LoopCore {
+    inner: Mutex<Inner>,
+}
+
+fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    // Every critical section leaves the state consistent, so poisoning is harmless.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn is_fatal(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
+}
+
+impl LoopCore {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        lock(&self.inner)
+    }
+
+    /// Binds the core to `ring` (the selector makes a new ring when the loop moves
+    /// to another thread). Transports re-arm their receive on the new ring; a send
+    /// in flight on the old one can complete there unseen: its chunks are leaked
+    /// (the old ring may still read them) and counted as sent.
+    fn bind(inner: &mut Inner, ring: &Bound<'_, Ring>) {
+        if inner
+            .ring
+            .as_ref()
+            .is_some_and(|r| r.as_ptr() == ring.as_ptr())
+        {
+            return;
+        }
+        let had_ring = inner.ring.is_some();
+        inner.ring = Some(ring.clone().unbind());
+        if !had_ring {
+            return;
+        }
+        let mut slots = Vec::new();
+        for (slot, c) in inner.conns.iter_mut().enumerate() {
+            let Some(c) = c else { continue };
+            c.recv = Recv::Off;
+            if c.send_inflight {
+                c.send_inflight = false;
+                for _ in 0..c.iov.len() {
+                    if let Some(ch) = c.queue.pop_front() {
+                        std::mem::forget(ch);
+                    }
+                }
+                c.head_off = 0;
+                c.queued = c.queue.iter().map(|ch| ch.slice().1).sum();
+            }
+            slots.push(slot as u32);
+        }
+        for s in slots {
+            inner.mark(s);
+            inner.maybe_free(s);
+        }
+    }
+
+    /// Pushes the SQEs that dirty transports need: arm or cancel the receive, send
+    /// the queue, cancel what a released transport left in flight.
+    fn flush(inner: &mut Inner, engine: &mut crate::uring::UringEngine) -> std::io::Result<()> {
+        let dirty = std::mem::take(&mut inner.dirty);
+        let mut result = Ok(());
+        for slot in dirty {
+            let Some(Some(c)) = inner.conns.get_mut(slot as usize) else {
+                continue;
+            };
+            c.dirty = false;
+            let gen = c.gen;
+            let fd = types::Fd(c.fd);
+            let stop = c.released || c.lost;
+            if c.reading && !stop && c.recv == Recv::Off && !c.recv_done {
+                if let Err(e) = engine.ensure_bufring(NBUFS, BUFSIZE, BGID) {
+                    result = Err(e);
+                    continue;
+                }
+                let sqe = opcode::RecvMulti::new(fd, BGID)
+                    .build()
+                    .user_data(token(slot, gen, KIND_RECV));
+                engine.push_side(sqe, true)?;
+                c.recv = Recv::On;
+            } else if (stop || !c.reading) && c.recv == Recv::On {
+                let sqe = opcode::AsyncCancel::new(token(slot, gen, KIND_RECV))
+                    .build()
+                    .user_data(INTERNAL_TOKEN);
+                engine.push_side(sqe, false)?;
+                c.recv = Recv::Cancelling;
+            }
+            if c.send_inflight {
+                if stop && !c.send_cancelled {
+                    // Aborted: a send the peer never makes room for would pin the
+                    // socket open forever.
+                    let sqe = opcode::AsyncCancel::new(token(slot, gen, KIND_SEND))
+                        .build()
+                        .user_data(INTERNAL_TOKEN);
+                    engine.push_side(sqe, false)?;
+                    c.send_cancelled = true;
+                }
+            } else if !c.queue.is_empty() && !c.released {
+                c.iov.clear();
+                let mut total = 0usize;
+                for (i, ch) in c.queue.iter().enumerate() {
+                    let (mut p, mut n) = ch.slice();
+                    if i == 0 {
+                        // SAFETY: head_off < the head chunk's length (a fully sent
+                        // chunk is popped), so the pointer stays inside the chunk.
+                        p = unsafe { p.add(c.head_off) };
+                        n -= c.head_off;
+                    }
+                    c.iov.push(libc::iovec {
+                        iov_base: p as *mut libc::c_void,
+                        iov_len: n,
+                    });
+                    total += n;
+                    if c.iov.len() >= MAX_IOV || total >= MAX_SEND / 2 {
+                        break;
+                    }
+                }
+                let ud = token(slot, gen, KIND_SEND);
+                let sqe = if c.iov.len() == 1 {
+                    let v = c.iov[0];
+                    opcode::Send::new(fd, v.iov_base as *const u8, v.iov_len.min(MAX_SEND) as u32)
+                        .flags(libc::MSG_NOSIGNAL)
+                        .build()
+                        .user_data(ud)
+                } else {
+                    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+                    *c.msg = unsafe { std::mem::zeroed() };
+                    c.msg.msg_iov = c.iov.as_mut_ptr();
+                    c.msg.msg_iovlen = c.iov.len();
+                    opcode::SendMsg::new(fd, &*c.msg as *const libc::msghdr)
+                        .flags(libc::MSG_NOSIGNAL as u32)
+                        .build()
+                        .user_data(ud)
+                };
+                engine.push_side(sqe, true)?;
+                c.send_inflight = true;
+                c.send_cancelled = false;
+            }
+        }
+        result
+    }
+
+    /// Turns side CQEs into actions (under the lock; no Python code runs here).
+    fn absorb(
+        inner: &mut Inner,
+        py: Python<'_>,
+        engine: &mut crate::uring::UringEngine,
+        cqes: &[RawCompletion],
+        actions: &mut Vec<Action>,
+    ) {
+        inner.batch += 1;
+        let batch = inner.batch;
+        let mut groups: Vec<Group> = Vec::new();
+        Self::absorb_cqes(inner, py, engine, cqes, actions, batch, &mut groups);
+        let Some(br) = engine.bufring.as_mut() else {
+            return;
+        };
+        for (_, at, segs) in groups {
+            let total = segs.iter().map(|s| s.1).sum();
+            let bytes = PyBytes::new_with(py, total, |out| {
+                let mut off = 0;
+                for &(bid, n) in &segs {
+                    // SAFETY: the kernel filled `n` bytes of buffer `bid` and handed
+                    // it to us; it is not back in the ring until the push below.
+                    let data = unsafe { std::slice::from_raw_parts(br.mem.ptr(br.buffer(bid)), n) };
+                    out[off..off + n].copy_from_slice(data);
+                    off += n;
+                }
+                Ok(())
+            });
+            for &(bid, _) in &segs {
+                br.available -= 1;
+                br.give(bid);
+            }
+            if let (Ok(b), Action::Data(_, _, p)) = (bytes, &mut actions[at]) {
+                *p = Payload::Bytes(b.unbind());
+            }
+        }
+        br.refill();
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn absorb_cqes(
+        inner: &mut Inner,
+        py: Python<'_>,
+        engine: &mut crate::uring::UringEngine,
+        cqes: &[RawCompletion],
+        actions: &mut Vec<Action>,
+        batch: u64,
+        groups: &mut Vec<Group>,
+    ) {
+        for c in cqes {
+            let (slot, gen, kind) = untoken(c.token);
+            let flags = c.res2 as u32;
+            let bid = cqueue::buffer_select(flags);
+            let res = c.res as i32;
+            let Some(conn) = inner.conn(slot, gen) else {
+                if let (Some(bid), Some(br)) = (bid, engine.bufring.as_mut()) {
+                    br.available -= 1;
+                    br.give(bid);
+                    br.refill();
+                }
+                continue;
+            };
+            if kind == KIND_RECV {
+                if !c.more {
+                    conn.recv = Recv::Off;
+                }
+                let live = !conn.released && !conn.lost;
+                if res > 0 {
+                    let br = engine
+                        .bufring
+                        .as_mut()
+                        .expect("recv CQE without a buffer ring");
+                    let bid = bid.expect("a multishot receive CQE carries a buffer");
+                    let n = res as usize;
+                    // SAFETY: the kernel filled `n` bytes of buffer `bid` and handed it
+                    // to us with this CQE; it is not back in the ring until the push
+                    // below, so nothing else writes it while we copy.
+                    let data = unsafe { std::slice::from_raw_parts(br.mem.ptr(br.buffer(bid)), n) };
+                    let mut kept = false;
+                    if live {
+                        if !conn.reading || !conn.backlog.is_empty() {
+                            conn.backlog.extend_from_slice(data);
+                        } else if conn.buffered.is_some() {
+                            conn.data_batch = batch;
+                            actions.push(Action::Data(slot, gen, Payload::Raw(data.to_vec())));
+                        } else {
+                            conn.data_batch = batch;
+                            // Every receive of this transport in the batch becomes one
+                            // data_received call (asyncio reads up to 256 KiB at once);
+                            // its buffers go back once copied, after the loop.
+                            match groups.iter_mut().find(|g| g.0 == slot) {
+                                Some(g) => g.2.push((bid, n)),
+                                None => {
+                                    groups.push((slot, actions.len(), vec![(bid, n)]));
+                                    actions.push(Action::Data(slot, gen, Payload::Pending));
+                                }
+                            }
+                            kept = true;
+                        }
+                    }
+                    if !kept {
+                        br.available -= 1;
+                        br.give(bid);
+                        br.refill();
+                    }
+                } else {
+                    if let (Some(bid), Some(br)) = (bid, engine.bufring.as_mut()) {
+                        br.available -= 1;
+                        br.give(bid);
+                        br.refill();
+                    }
+                    let deferred = conn.data_batch == batch;
+                    match -res {
+                        0 => {
+                            conn.recv_done = true;
+                            if live && deferred {
+                                conn.pending_eof = true;
+                            } else if live {
+                                actions.push(Action::Eof(slot, gen));
+                            }
+                        }
+                        libc::ECANCELED => {}
+                        libc::ENOBUFS => {
+                            // The provided window ran dry: widen it (the receive is
+                            // re-armed at the next select).
+                            if let Some(br) = engine.bufring.as_mut() {
+                                br.grow();
+                            }
+                        }
+                        e => {
+                            conn.recv_done = true;
+                            if live && deferred {
+                                conn.pending_err = Some(e);
+                            } else if live {
+                                actions.push(Action::ReadErr(slot, gen, e));
+                            }
+                        }
+                    }
+                    if live && deferred && res != -libc::ECANCELED && res != -libc::ENOBUFS {
+                        inner.resumed.push(slot);
+                    }
+                }
+                if !c.more {
+                    inner.mark(slot);
+                }
+            } else {
+                conn.send_inflight = false;
+                if res >= 0 {
+                    // res never exceeds the in-flight iovecs, which cover the head.
+                    conn.advance(res as usize);
+                    if !conn.released && !conn.lost {
+                        // Decided when the action runs: the resume_writing callback
+                        // may queue more (asyncio's _write_ready order).
+                        actions.push(Action::SendDone(slot, gen));
+                    }
+                } else {
+                    match -res {
+                        libc::EAGAIN | libc::EINTR => {}
+                        libc::ECANCELED if conn.lost || conn.released => {}
+                        e => {
+                            if !conn.released && !conn.lost {
+                                // Dropped with the queue, as asyncio clears its buffer.
+                                conn.queue.clear();
+                                conn.queued = 0;
+                                conn.head_off = 0;
+                                if let Some(t) = conn.transport.as_ref() {
+                                    actions.push(Action::Call(
+                                        t.clone_ref(py),
+                                        "_ringio_write_error",
+                                        e,
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                }
+                if conn.released || conn.lost {
+                    // Nothing more to send: release the chunks the kernel no longer reads.
+                    if !conn.send_inflight {
+                        conn.queue.clear();
+                        conn.queued = 0;
+                        conn.head_off = 0;
+                    }
+                }
+                inner.mark(slot);
+            }
+            inner.maybe_free(slot);
+        }
+    }
+
+    /// Runs one action; Err only for KeyboardInterrupt/SystemExit (or a failing
+    /// `_fatal_error`), which stop the batch.
+    fn run(&self, py: Python<'_>, action: Action) -> PyResult<()> {
+        match action {
+            Action::Data(slot, gen, payload) => {
+                let (tr, dr, buffered) = {
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    if c.released || c.lost {
+                        return Ok(());
+                    }
+                    if !c.reading || !c.backlog.is_empty() {
+                        // Paused by an earlier callback of this batch: keep the bytes.
+                        c.backlog.extend_from_slice(payload.data(py));
+                        return Ok(());
+                    }
+                    (
+                        c.transport.as_ref().map(|t| t.clone_ref(py)),
+                        c.data_received.as_ref().map(|t| t.clone_ref(py)),
+                        c.buffered
+                            .as_ref()
+                            .map(|(a, b)| (a.clone_ref(py), b.clone_ref(py))),
+                    )
+                };
+                self.deliver(py, slot, gen, tr, dr, buffered, payload)
+            }
+            Action::Eof(slot, gen) => {
+                let tr = {
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    if c.released || c.lost {
+                        return Ok(());
+                    }
+                    if !c.reading || !c.backlog.is_empty() {
+                        c.pending_eof = true;
+                        return Ok(());
+                    }
+                    c.transport.as_ref().map(|t| t.clone_ref(py))
+                };
+                match tr {
+                    Some(t) => self.call(py, &t, "_ringio_eof", -1),
+                    None => Ok(()),
+                }
+            }
+            Action::ReadErr(slot, gen, e) => {
+                let tr = {
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    if c.released || c.lost {
+                        return Ok(());
+                    }
+                    if !c.reading || !c.backlog.is_empty() {
+                        c.pending_err = Some(e);
+                        return Ok(());
+                    }
+                    c.transport.as_ref().map(|t| t.clone_ref(py))
+                };
+                match tr {
+                    Some(t) => self.call(py, &t, "_ringio_read_error", e),
+                    None => Ok(()),
+                }
+            }
+            Action::Call(t, name, arg) => self.call(py, &t, name, arg),
+            Action::SendDone(slot, gen) => {
+                // Flow control is judged on what the kernel left queued: write()
+                // only queues (asyncio's write sends at once), so the water marks
+                // are checked here, and in write() only while a send is in flight.
+                let flow = {
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    let name = if c.proto_paused && c.queued <= c.low {
+                        c.proto_paused = false;
+                        Some("_maybe_resume_protocol")
+                    } else if !c.proto_paused && c.queued > c.high {
+                        Some("_maybe_pause_protocol")
+                    } else {
+                        None
+                    };
+                    name.zip(c.transport.as_ref().map(|t| t.clone_ref(py)))
+                };
+                if let Some((name, t)) = flow {
+                    self.call(py, &t, name, -1)?;
+                }
+                let (tr, what) = {
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    if c.released || c.lost || !c.queue.is_empty() || c.send_inflight {
+                        return Ok(());
+                    }
+                    let what = if c.closing {
+                        c.lost = true;
+                        Some("_ringio_drained")
+                    } else {
+                        if c.eof && !c.shut {
+                            c.shut = true;
+                            // SAFETY: shutdown(2) on the transport's fd, which stays
+                            // open until the transport is released.
+                            unsafe { libc::shutdown(c.fd, libc::SHUT_WR) };
+                        }
+                        if c.want_empty {
+                            c.want_empty = false;
+                            Some("_ringio_empty")
+                        } else {
+                            None
+                        }
+                    };
+                    (c.transport.as_ref().map(|t| t.clone_ref(py)), what)
+                };
+                match (tr, what) {
+                    (Some(t), Some(name)) => self.call(py, &t, name, -1),
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+
+    fn call(&self, py: Python<'_>, t: &Py<PyAny>, name: &str, arg: i32) -> PyResult<()> {
+        let t = t.bind(py);
+        let r = if arg >= 0 {
+            t.call_method1(name, (arg,))
+        } else {
+            t.call_method0(name)
+        };
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if is_fatal(py, &e) => Err(e),
+            Err(e) => {
+                // The transport's helpers do not raise; if one does, report it the way
+                // asyncio reports a failing callback rather than lose it.
+                let msg = format!("Fatal error in transport {name}()");
+                t.call_method1("_fatal_error", (e.value(py), msg)).map(drop)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn deliver(
+        &self,
+        py: Python<'_>,
+        slot: u32,
+        gen: u32,
+        tr: Option<Py<PyAny>>,
+        dr: Option<Py<PyAny>>,
+        buffered: Option<(Py<PyAny>, Py<PyAny>)>,
+        payload: Payload,
+    ) -> PyResult<()> {
+        let Some(tr) = tr else { return Ok(()) };
+        let fail = |e: PyErr, msg: &str| -> PyResult<()> {
+            if is_fatal(py, &e) {
+                return Err(e);
+            }
+            tr.bind(py)
+                .call_method1("_fatal_error", (e.value(py), msg))
+                .map(drop)
+        };
+        if let Some((get_buffer, buffer_updated)) = buffered {
+            let data: &[u8] = payload.data(py);
+            let mut off = 0;
+            while off < data.len() {
+                let buf = match get_buffer.bind(py).call1((-1,)) {
+                    Ok(b) => b,
+                    Err(e) => return fail(e, "Fatal error: protocol.get_buffer() call failed."),
+                };
+                let view = match View::writable(&buf) {
+                    Ok(v) if !v.is_empty() => v,
+                    Ok(_) => {
+                        let e = PyRuntimeError::new_err("get_buffer() returned an empty buffer");
+                        return fail(e, "Fatal error: protocol.get_buffer() call failed.");
+                    }
+                    Err(e) => return fail(e, "Fatal error: protocol.get_buffer() call failed."),
+                };
+                let n = view.len().min(data.len() - off);
+                // SAFETY: `view` is a writable, C-contiguous export of at least `n`
+                // bytes, held until the copy is done; `data[off..off + n]` is in bounds.
+                unsafe { std::ptr::copy_nonoverlapping(data[off..].as_ptr(), view.ptr(), n) };
+                drop(view);
+                off += n;
+                if let Err(e) = buffer_updated.bind(py).call1((n,)) {
+                    return fail(e, "Fatal error: protocol.buffer_updated() call failed.");
+                }
+                if off < data.len() {
+                    // The callback may have paused reading or closed: keep the rest.
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    if c.released || c.lost {
+                        return Ok(());
+                    }
+                    if !c.reading {
+                        let mut rest = data[off..].to_vec();
+                        rest.extend_from_slice(&c.backlog);
+                        c.backlog = rest;
+                        return Ok(());
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let Some(dr) = dr else { return Ok(()) };
+        let arg = match payload {
+            Payload::Bytes(b) => b.into_any(),
+            Payload::Raw(v) => PyBytes::new(py, &v).into_any().unbind(),
+            Payload::Pending => return Ok(()),
+        };
+        match dr.bind(py).call1((arg,)) {
+            Ok(_) => Ok(()),
+            Err(e) => fail(e, "Fatal error: protocol.data_received() call failed."),
+        }
+    }
+
+    /// Delivers the backlogs of resumed transports (bytes, then EOF or error).
+    fn deliver_resumed(&self, py: Python<'_>, resumed: Vec<u32>) -> PyResult<()> {
+        let mut it = resumed.into_iter();
+        while let Some(slot) = it.next() {
+            if let Err(e) = self.deliver_one(py, slot) {
+                // Interrupted: the others keep their backlog for the next select.
+                self.lock().resumed.extend(it);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn deliver_one(&self, py: Python<'_>, slot: u32) -> PyResult<()> {
+        {
+            let (gen, data, eof, err) = {
+                let mut inner = self.lock();
+                let Some(Some(c)) = inner.conns.get_mut(slot as usize) else {
+                    return Ok(());
+                };
+                if !c.reading || c.released || c.lost {
+                    return Ok(());
+                }
+                (
+                    c.gen,
+                    std::mem::take(&mut c.backlog),
+                    std::mem::take(&mut c.pending_eof),
+                    c.pending_err.take(),
+                )
+            };
+            if !data.is_empty() {
+                self.run(py, Action::Data(slot, gen, Payload::Raw(data)))?;
+            }
+            if eof {
+                self.run(py, Action::Eof(slot, gen))?;
+            } else if let Some(e) = err {
+                self.run(py, Action::ReadErr(slot, gen, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn with_conn<R>(&self, slot: u32, gen: u32, f: impl FnOnce(&mut Conn) -> R) -> Option<R> {
+        let mut inner = self.lock();
+        let r = inner.conn(slot, gen).map(f);
+        inner.mark(slot);
+        r
+    }
+}
+
+#[pymethods]
+impl LoopCore {
+    #[new]
+    fn new() -> Self {
+        Self {
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// One selector step on `ring`: pushes the transports' SQEs, submits `ops` (the
+    /// selector's polls and queued ops), enters the kernel once (waiting for a
+    /// completion for up to `timeout` seconds when `block`, None: no limit), runs
+    /// the transports' completions (protocol callbacks included) and returns the
+    /// Driver's completions.
+    #[pyo3(signature = (ring, ops, block, timeout=None))]
+    fn select(
+        &self,
+        py: Python<'_>,
+        ring: &Bound<'_, Ring>,
+        ops: &Bound<'_, PyAny>,
+        block: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<Py<Completion>>> {
+        let ops: Vec<Bound<'_, Op>> = ops
+            .try_iter()?
+            .map(|o| o.and_then(|o| o.cast_into::<Op>().map_err(PyErr::from)))
+            .collect::<PyResult<_>>()?;
+        let timeout = match timeout {
+            Some(t) if t.is_nan() || t < 0.0 => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "timeout must be >= 0 or None",
+                ))
+            }
+            Some(t) => Some(Duration::from_secs_f64(t.min(1e9))),
+            None => None,
+        };
+        let pydriver = ring.get().inner();
+        let (ring_fd, tokens, to_submit, flush_err, block) = {
+            let mut inner = self.lock();
+            if inner.closed {
+                return Err(PyRuntimeError::new_err("the loop core is closed"));
+            }
+            Self::bind(&mut inner, ring);
+            let block = block
+                && inner.backlog.is_empty()
+                && inner.pending.is_empty()
+                && inner.resumed.is_empty();
+            let mut driver = pydriver.driver();
+            driver.check_open()?;
+            driver.check_caller(py)?;
+            let flush_err = Self::flush(&mut inner, &mut driver.engine).err();
+            let tokens = if ops.is_empty() {
+                Vec::new()
+            } else {
+                driver.begin_submit(py, &ops)?.0
+            };
+            let to_submit = driver.engine.sq_pending();
+            (driver.engine.ring_fd(), tokens, to_submit, flush_err, block)
+        };
+        if let Some(e) = flush_err {
+            // A failed buffer-ring registration: the transports stay unarmed; say so.
+            return Err(errors::io_error(py, &e, None));
+        }
+        let wait = if block { 1 } else { 0 };
+        let flags = crate::uring::IORING_ENTER_GETEVENTS;
+        let t = if block { timeout } else { None };
+        // EINTR: a signal arrived (its Python handler runs below); SQEs the kernel
+        // had not consumed stay in the SQ and go in with the next enter.
+        let outcome = py.detach(|| crate::uring::enter(ring_fd, to_submit, wait, flags, t));
+        let mut enter_err = None;
+        let mut interrupted = false;
+        match outcome {
+            Ok(_) => {}
+            Err(e) => match e.raw_os_error() {
+                Some(libc::ETIME | libc::EBUSY | libc::EAGAIN) => {}
+                Some(libc::EINTR) => interrupted = true,
+                _ => enter_err = Some(e),
+            },
+        }
+        let (raw, mut side) = {
+            let mut driver = pydriver.driver();
+            if !ops.is_empty() {
+                let done = Submitted {
+                    accepted: ops.len(),
+                    error: None,
+                };
+                driver.finish_submit(py, &ops, &tokens, done)?;
+            }
+            let mut raw = Vec::new();
+            if !driver.is_closed() {
+                driver
+                    .engine
+                    .reap_now(&mut raw, usize::MAX)
+                    .map_err(|e| errors::io_error(py, &e, None))?;
+            }
+            let mut side = std::mem::take(&mut self.lock().pending);
+            driver.engine.take_side(&mut side);
+            (raw, side)
+        };
+        let (mut results, resumed) = {
+            let mut inner = self.lock();
+            // Taken now: what this step's callbacks resume (or defer) is delivered
+            // by the next select, which then does not block.
+            (
+                std::mem::take(&mut inner.backlog),
+                std::mem::take(&mut inner.resumed),
+            )
+        };
+        {
+            let (done, released) = pydriver.driver().complete(py, &raw);
+            drop(released);
+            for (op, c) in done {
+                results.push(Py::new(
+                    py,
+                    Completion {
+                        op,
+                        res: c.res,
+                        res2: c.res2,
+                    },
+                )?);
+            }
+        }
+        // The transports' completions: actions under the lock, then the callbacks.
+        let mut actions = Vec::with_capacity(side.len());
+        if !side.is_empty() {
+            let mut inner = self.lock();
+            let mut driver = pydriver.driver();
+            Self::absorb(&mut inner, py, &mut driver.engine, &side, &mut actions);
+            side.clear();
+        }
+        let mut it = actions.into_iter();
+        let mut failure = None;
+        for a in it.by_ref() {
+            if let Err(e) = self.run(py, a) {
+                failure = Some(e);
+                break;
+            }
+        }
+        if failure.is_none() {
+            if let Err(e) = self.deliver_resumed(py, resumed) {
+                failure = Some(e);
+            }
+        } else {
+            self.lock().resumed.extend(resumed);
+        }
+        if failure.is_none() && interrupted {
+            if let Err(e) = py.check_signals() {
+                failure = Some(e);
+            }
+        }
+        if failure.is_none() {
+            if let Some(e) = enter_err {
+                failure = Some(errors::io_error(py, &e, None));
+            }
+        }
+        if let Some(e) = failure {
+            // Keep what this step could not hand out: the next select delivers it.
+            let mut inner = self.lock();
+            for a in it {
+                match a {
+                    Action::Data(slot, gen, p) => {
+                        if let Some(c) = inner.conn(slot, gen) {
+                            c.backlog.extend_from_slice(p.data(py));
+                            inner.resumed.push(slot);
+                        }
+                    }
+                    Action::Eof(slot, gen) => {
+                        if let Some(c) = inner.conn(slot, gen) {
+                            c.pending_eof = true;
+                            inner.resumed.push(slot);
+                        }
+                    }
+                    Action::ReadErr(slot, gen, err) => {
+                        if let Some(c) = inner.conn(slot, gen) {
+                            c.pending_err = Some(err);
+                            inner.resumed.push(slot);
+                        }
+                    }
+                    Action::Call(..) | Action::SendDone(..) => {}
+                }
+            }
+            inner.backlog = results;
+            return Err(e);
+        }
+        Ok(results)
+    }
+
+    /// Registers a stream transport on `fd`; returns its (slot, generation).
+    fn add(&self, fd: RawFd, transport: Py<PyAny>) -> PyResult<(u32, u32)> {
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err(PyRuntimeError::new_err("the loop core is closed"));
+        }
+        inner.next_gen = inner.next_gen.wrapping_add(1) & 0x3fff_ffff;
+        let gen = inner.next_gen;
+        let conn = Conn {
+            gen,
+            fd,
+            transport: Some(transport),
+            data_received: None,
+            buffered: None,
+            reading: false,
+            recv: Recv::Off,
+            recv_done: false,
+            backlog: Vec::new(),
+            pending_eof: false,
+            pending_err: None,
+            queue: VecDeque::new(),
+            spare: None,
+            head_off: 0,
+            queued: 0,
+            send_inflight: false,
+            send_cancelled: false,
+            iov: Vec::new(),
+            // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+            msg: Box::new(unsafe { std::mem::zeroed() }),
+            closing: false,
+            eof: false,
+            shut: false,
+            sendfile: false,
+            want_empty: false,
+            lost: false,
+            released: false,
+            proto_paused: false,
+            data_batch: 0,
+            high: 64 * 1024,
+            low: 16 * 1024,
+            dirty: false,
+        };
+        let slot = match inner.free.pop() {
+            Some(s) => {
+                inner.conns[s as usize] = Some(conn);
+                s
+            }
+            None => {
+                inner.conns.push(Some(conn));
+                (inner.conns.len() - 1) as u32
+            }
+        };
+        Ok((slot, gen))
+    }
+
+    /// The protocol whose callbacks receive data (`buffered`: a BufferedProtocol).
+    fn set_protocol(
+        &self,
+        py: Python<'_>,
+        slot: u32,
+        gen: u32,
+        protocol: &Bound<'_, PyAny>,
+        buffered: bool,
+    ) -> PyResult<()> {
+        let (dr, bf) = if buffered {
+            (
+                None,
+                Some((
+                    protocol.getattr("get_buffer")?.unbind(),
+                    protocol.getattr("buffer_updated")?.unbind(),
+                )),
+            )
+        } else {
+            (Some(protocol.getattr("data_received")?.unbind()), None)
+        };
+        let _ = py;
+        self.with_conn(slot, gen, |c| {
+            c.data_received = dr;
+            c.buffered = bf;
+        });
+        Ok(())
+    }
+
+    /// Starts (True) or stops (False) delivering received data. Stopping cancels
+    /// the multishot receive; bytes that arrive meanwhile are kept for the resume.
+    fn set_reading(&self, slot: u32, gen: u32, on: bool) {
+        let mut inner = self.lock();
+        let Some(c) = inner.conn(slot, gen) else {
+            return;
+        };
+        c.reading = on;
+        let resume = on && (!c.backlog.is_empty() || c.pending_eof || c.pending_err.is_some());
+        if resume {
+            inner.resumed.push(slot);
+        }
+        inner.mark(slot);
+    }
+
+    /// loop.sendfile() starts (True) or ends: True when the queue is already empty,
+    /// else the transport's `_ringio_empty` is called once it is.
+    fn set_sendfile(&self, slot: u32, gen: u32, on: bool) -> bool {
+        self.with_conn(slot, gen, |c| {
+            c.sendfile = on;
+            let empty = c.queue.is_empty() && !c.send_inflight;
+            c.want_empty = on && !empty;
+            empty
+        })
+        .unwrap_or(true)
+    }
+
+    fn set_limits(&self, slot: u32, gen: u32, high: usize, low: usize) {
+        let mut inner = self.lock();
+        if let Some(c) = inner.conn(slot, gen) {
+            c.high = high;
+            c.low = low;
+        }
+    }
+
+    /// The protocol was paused (pause_writing): resume it when the queue drains.
+    fn note_paused(&self, slot: u32, gen: u32) {
+        let mut inner = self.lock();
+        if let Some(c) = inner.conn(slot, gen) {
+            c.proto_paused = true;
+        }
+    }
+
+    fn buffer_size(&self, slot: u32, gen: u32) -> usize {
+        self.lock().conn(slot, gen).map_or(0, |c| c.queued)
+    }
+
+    /// close(): stop reading; True when nothing is queued (the caller schedules
+    /// connection_lost), else connection_lost follows the last send.
+    fn close(&self, slot: u32, gen: u32) -> bool {
+        self.with_conn(slot, gen, |c| {
+            c.reading = false;
+            c.closing = true;
+            if c.queue.is_empty() {
+                c.lost = true;
+            }
+            c.queue.is_empty()
+        })
+        .unwrap_or(true)
+    }
+
+    /// _force_close(): stop reading, drop the queue (a send in flight is cancelled;
+    /// its chunks stay alive until its CQE).
+    fn abort(&self, slot: u32, gen: u32) {
+        self.with_conn(slot, gen, |c| {
+            c.reading = false;
+            c.lost = true;
+            if !c.send_inflight {
+                c.queue.clear();
+                c.head_off = 0;
+            } else {
+                // Keep only what the kernel may be reading.
+                let n = c.iov.len();
+                while c.queue.len() > n {
+                    c.queue.pop_back();
+                }
+            }
+            c.queued = 0;
+        });
+    }
+
+    /// write_eof(): SHUT_WR now if nothing is queued, else after the last send.
+    fn write_eof(&self, slot: u32, gen: u32) -> PyResult<()> {
+        let now = self
+            .with_conn(slot, gen, |c| {
+                c.eof = true;
+                c.shut = c.queue.is_empty();
+                c.shut.then_some(c.fd)
+            })
+            .flatten();
+        if let Some(fd) = now {
+            // SAFETY: shutdown(2) on the transport's open fd; no pointers involved.
+            if unsafe { libc::shutdown(fd, libc::SHUT_WR) } < 0 {
+                return Err(PyErr::from(std::io::Error::last_os_error()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The transport is done (connection_lost ran): drops its Python references,
+    /// cancels its ops and submits the cancels at once, so that the kernel drops its
+    /// file references before the socket is closed. The slot itself is reused only
+    /// after the last CQE.
+    fn release(&self, py: Python<'_>, slot: u32, gen: u32) -> PyResult<()> {
+        let (transport, dr, bf, ring) = {
+            let mut inner = self.lock();
+            let Some(c) = inner.conn(slot, gen) else {
+                return Ok(());
+            };
+            c.released = true;
+            c.reading = false;
+            c.lost = true;
+            if !c.send_inflight {
+                c.queue.clear();
+                c.head_off = 0;
+            }
+            c.queued = 0;
+            c.backlog = Vec::new();
+            let taken = (
+                c.transport.take(),
+                c.data_received.take(),
+                c.buffered.take(),
+            );
+            inner.mark(slot);
+            inner.maybe_free(slot);
+            (
+                taken.0,
+                taken.1,
+                taken.2,
+                inner.ring.as_ref().map(|r| r.clone_ref(py)),
+            )
+        };
+        // Dropped without the lock: releasing them may run Python code.
+        drop((transport, dr, bf));
+        let Some(ring) = ring else { return Ok(()) };
+        let pydriver = ring.get().inner();
+        let mut inner = self.lock();
+        let mut driver = pydriver.driver();
+        if driver.is_closed() || driver.check_caller(py).is_err() {
+            return Ok(());
+        }
+        Self::flush(&mut inner, &mut driver.engine).map_err(|e| errors::io_error(py, &e, None))?;
+        let n = driver.engine.sq_pending();
+        if n > 0 {
+            let fd = driver.engine.ring_fd();
+            // Not waiting (min_complete 0); GETEVENTS runs DEFER_TASKRUN task work,
+            // which is where a cancelled request drops its file reference. The CQEs
+            // stay in the CQ for the next select.
+            match crate::uring::enter(fd, n, 0, crate::uring::IORING_ENTER_GETEVENTS, None) {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
+                    ) => {}
+                Err(e) => return Err(errors::io_error(py, &e, None)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops every transport reference (the loop is closing; its ring has been
+    /// closed, or is kept alive elsewhere). Chunks a live ring may still read are
+    /// leaked rather than freed.
+    fn close_all(&self, py: Python<'_>) {
+        let (conns, ring) = {
+            let mut inner = self.lock();
+            inner.closed = true;
+            inner.dirty.clear();
+            inner.resumed.clear();
+            inner.pending.clear();
+            (std::mem::take(&mut inner.conns), inner.ring.take())
+        };
+        let ring_done = ring.as_ref().is_none_or(|r| r.get().inner().is_closed());
+        for c in conns.into_iter().flatten() {
+            if c.send_inflight && !ring_done {
+                std::mem::forget(c);
+            } else {
+                drop(c);
+            }
+        }
+        let _ = py;
+    }
+
+    /// Transports registered (tests).
+    #[getter]
+    fn transports(&self) -> usize {
+        self.lock()
+            .conns
+            .iter()
+            .flatten()
+            .filter(|c| !c.released)
+            .count()
+    }
+
+    /// Slots still waiting for the kernel after release (tests).
+    #[getter]
+    fn draining(&self) -> usize {
+        self.lock()
+            .conns
+            .iter()
+            .flatten()
+            .filter(|c| c.released)
+            .count()
+    }
+}
+
+/// `transport.write` of a ring transport: bound to one transport's slot.
+#[pyclass(module = "ringio._core", frozen)]
+pub struct TransportWriter {
+    core: Py<LoopCore>,
+    slot: u32,
+    gen: u32,
+    /// A weak reference to the Python transport (a strong one would be a cycle the
+    /// GC cannot see through this native object).
+    transport: Py<PyWeakrefReference>,
+}
+
+impl TransportWriter {
+    fn call_transport(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        if let Some(t) = self.transport.bind(py).upgrade() {
+            t.call_method0(name)?;
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl TransportWriter {
+    #[new]
+    fn new(
+        core: Py<LoopCore>,
+        slot: u32,
+        gen: u32,
+        transport: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        Ok(Self {
+            core,
+            slot,
+            gen,
+            transport: PyWeakrefReference::new(transport)?.unbind(),
+        })
+    }
+
+    /// Queues `data` for the next io_uring_enter (asyncio's Transport.write).
+    fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let bytes = data.cast::<PyBytes>().ok();
+        if bytes.is_none()
+            && !data.is_instance_of::<PyByteArray>()
+            && !data.is_instance_of::<PyMemoryView>()
+        {
+            return Err(PyTypeError::new_err(format!(
+                "data argument must be a bytes-like object, not '{}'",
+                data.get_type().name()?
+            )));
+        }
+        let core = self.core.get();
+        let mut inner = core.lock();
+        let Some(c) = inner.conn(self.slot, self.gen) else {
+            drop(inner);
+            return self.call_transport(py, "_ringio_write_lost");
+        };
+        if c.eof {
+            return Err(PyRuntimeError::new_err(
+                "Cannot call write() after write_eof()",
+            ));
+        }
+        if c.sendfile {
+            return Err(PyRuntimeError::new_err(
+                "unable to write; sendfile is in progress",
+            ));
+        }
+        let view;
+        let src: &[u8] = match &bytes {
+            Some(b) => b.as_bytes(),
+            None => {
+                view = View::readable(data)?;
+                // SAFETY: `view` is a C-contiguous export of len() bytes, held (so the
+                // exporter cannot resize or free it) until the copy below is done.
+                unsafe { std::slice::from_raw_parts(view.ptr(), view.len()) }
+            }
+        };
+        if src.is_empty() {
+            return Ok(());
+        }
+        if c.lost || c.released {
+            drop(inner);
+            return self.call_transport(py, "_ringio_write_lost");
+        }
+        let n = src.len();
+        // Chunks covered by an in-flight send must not change (the kernel reads them).
+        let tail_free = !c.send_inflight || c.queue.len() > c.iov.len();
+        match (&bytes, c.queue.back_mut()) {
+            (_, Some(Chunk::Owned(v))) if n < COALESCE && tail_free && v.len() + n <= 64 * 1024 => {
+                v.extend_from_slice(src)
+            }
+            (Some(b), _) if n >= COALESCE => c.queue.push_back(Chunk::Shared {
+                ptr: src.as_ptr(),
+                len: n,
+                _obj: Bound::<PyBytes>::clone(b).unbind(),
+            }),
+            _ => {
+                let mut v = c.spare.take().unwrap_or_default();
+                v.reserve(n.max(4096));
+                v.extend_from_slice(src);
+                c.queue.push_back(Chunk::Owned(v));
+            }
+        }
+        c.queued += n;
+        let mut failed = None;
+        if c.queued > c.high && !c.send_inflight {
+            // Over the high-water mark with nothing handed to the kernel yet: try
+            // to send now, as asyncio's write() does, so that the water marks
+            // judge what the socket could not take (and a writer that never
+            // yields still meets a dead connection's error).
+            failed = c.send_now();
+        }
+        let pause = failed.is_none() && c.queued > c.high && !c.proto_paused;
+        inner.mark(self.slot);
+        drop(inner);
+        if let Some(errno) = failed {
+            if let Some(t) = self.transport.bind(py).upgrade() {
+                t.call_method1("_ringio_write_error", (errno,))?;
+            }
+        } else if pause {
+            self.call_transport(py, "_maybe_pause_protocol")?;
+        }
+        Ok(())
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<LoopCore>()?;
+    m.add_class::<TransportWriter>()?;
+    Ok(())
+}

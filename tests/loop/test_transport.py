@@ -1,0 +1,747 @@
+"""The ring stream transport (phase 2): a multishot receive into provided buffers
+and queued sends on the loop's ring, with asyncio's transport semantics."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import pytest
+
+import ringio
+from ringio.loop._transport import RingSocketTransport
+
+HOST = "127.0.0.1"
+
+
+def _pattern(n: int) -> bytes:
+    """n bytes that reveal reordering, loss or duplication (not a short cycle)."""
+    block = bytes(range(251)) * 4
+    out = bytearray()
+    i = 0
+    while len(out) < n:
+        out += i.to_bytes(4, "little") + block
+        i += 1
+    return bytes(out[:n])
+
+
+class Recorder(asyncio.Protocol):
+    """Records every callback; `done` resolves at connection_lost."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.events: list[str] = []
+        self.data = bytearray()
+        self.done = self.loop.create_future()
+        self.transport: asyncio.Transport | None = None
+        self.eof_result: bool | None = None
+        self.lost_exc: BaseException | None = None
+        self.on_data = None
+
+    def connection_made(self, transport):
+        self.events.append("made")
+        self.transport = transport
+
+    def data_received(self, data):
+        assert isinstance(data, bytes)
+        self.data += data
+        if self.on_data is not None:
+            self.on_data(data)
+
+    def eof_received(self):
+        self.events.append("eof")
+        return self.eof_result
+
+    def pause_writing(self):
+        self.events.append(f"pause:{self.transport.get_write_buffer_size()}")
+
+    def resume_writing(self):
+        self.events.append(f"resume:{self.transport.get_write_buffer_size()}")
+
+    def connection_lost(self, exc):
+        self.events.append("lost")
+        self.lost_exc = exc
+        if not self.done.done():
+            self.done.set_result(exc)
+
+
+async def _pair(loop, factory=None, *, client_sock_setup=None):
+    """A ring transport on the server side of a TCP connection, and the raw client
+    socket (blocking operations on it run in threads)."""
+    proto_box: list = []
+
+    def make():
+        p = (factory or Recorder)()
+        proto_box.append(p)
+        return p
+
+    srv = await loop.create_server(make, HOST, 0)
+    port = srv.sockets[0].getsockname()[1]
+    cli = socket.socket()
+    if client_sock_setup is not None:
+        client_sock_setup(cli)
+    cli.setblocking(False)
+    await loop.sock_connect(cli, (HOST, port))
+    while not proto_box or proto_box[0].transport is None:
+        await asyncio.sleep(0.001)
+    srv.close()
+    return proto_box[0], cli
+
+
+async def _recv_exactly(loop, sock, n):
+    out = bytearray()
+    while len(out) < n:
+        chunk = await loop.sock_recv(sock, min(1 << 20, n - len(out)))
+        if not chunk:
+            break
+        out += chunk
+    return bytes(out)
+
+
+async def _recv_to_eof(loop, sock):
+    out = bytearray()
+    while True:
+        chunk = await loop.sock_recv(sock, 1 << 20)
+        if not chunk:
+            return bytes(out)
+        out += chunk
+
+
+def test_transport_type_and_extra_info(loop, run):
+    async def main():
+        proto, cli = await _pair(loop)
+        tr = proto.transport
+        assert isinstance(tr, RingSocketTransport)
+        assert isinstance(tr, asyncio.Transport)
+        assert tr.get_extra_info("peername") == cli.getsockname()
+        assert tr.get_extra_info("sockname") == cli.getpeername()
+        assert tr.get_extra_info("socket").fileno() == tr._sock_fd
+        assert tr.get_extra_info("nope", 42) == 42
+        assert tr.is_reading() and tr.can_write_eof() and not tr.is_closing()
+        assert tr.get_protocol() is proto
+        assert tr.get_write_buffer_size() == 0
+        assert tr.get_write_buffer_limits() == (16 * 1024, 64 * 1024)
+        # The fd belongs to the transport, as with asyncio's own transports.
+        with pytest.raises(RuntimeError, match="is used by transport"):
+            loop.add_reader(tr._sock_fd, lambda: None)
+        assert "RingSocketTransport" in repr(tr)
+        tr.close()
+        assert tr.is_closing() and not tr.is_reading()
+        await proto.done
+        assert proto.events == ["made", "lost"] and proto.lost_exc is None
+        cli.close()
+
+    run(main())
+
+
+def test_echo_protocol_and_streams(loop, run):
+    class Echo(asyncio.Protocol):
+        def connection_made(self, t):
+            self.t = t
+
+        def data_received(self, d):
+            self.t.write(d)
+
+    async def main():
+        srv = await loop.create_server(Echo, HOST, 0)
+        port = srv.sockets[0].getsockname()[1]
+        r, w = await asyncio.open_connection(HOST, port)
+        assert isinstance(w.transport, RingSocketTransport)
+        for i in range(200):
+            msg = b"m%d-" % i * (i % 7 + 1)
+            w.write(msg)
+            await w.drain()
+            assert await r.readexactly(len(msg)) == msg
+        big = _pattern(4 << 20)
+        w.write(big)
+        got = await r.readexactly(len(big))
+        assert got == big
+        # Many small writes coalesced, one large by reference, mixed buffer types.
+        parts = [b"a" * 10, bytearray(b"b" * 3000), memoryview(b"c" * 5000), b"d" * 100000]
+        for p in parts:
+            w.write(p)
+        w.writelines([b"e", b"f"])
+        want = b"".join(bytes(p) for p in parts) + b"ef"
+        assert await r.readexactly(len(want)) == want
+        w.close()
+        await w.wait_closed()
+        srv.close()
+        await srv.wait_closed()
+
+    run(main())
+
+
+def test_partial_writes_tiny_sndbuf(loop, run):
+    async def main():
+        proto, cli = await _pair(loop)
+        tr = proto.transport
+        sock = tr.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        data = _pattern(1 << 20)
+        # Writes of several size classes: the kernel accepts a little at a time.
+        step = 65536 + 123
+        for i in range(0, len(data), step):
+            tr.write(data[i : i + step // 2])
+            tr.write(bytearray(data[i + step // 2 : i + step]))
+        # Over the high-water mark write() tries the socket at once (as asyncio):
+        # the tiny send buffer took only a little.
+        assert len(data) - 200_000 < tr.get_write_buffer_size() <= len(data)
+        got = bytearray()
+        sizes = set()
+        while len(got) < len(data):
+            got += await loop.sock_recv(cli, 4096)  # small reads
+            sizes.add(tr.get_write_buffer_size())
+        # The queue drained in many steps: the kernel took partial sends.
+        assert len(sizes) > 10
+        assert bytes(got) == data
+        for _ in range(100):
+            if tr.get_write_buffer_size() == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert tr.get_write_buffer_size() == 0
+        tr.close()
+        await proto.done
+        cli.close()
+
+    run(main())
+
+
+def test_flow_control_water_marks(loop, run):
+    async def main():
+        proto, cli = await _pair(loop)
+        tr = proto.transport
+        tr.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        cli.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        tr.set_write_buffer_limits(high=100_000, low=20_000)
+        assert tr.get_write_buffer_limits() == (20_000, 100_000)
+        chunk = b"z" * 30_000
+        writes = 0
+        while not any(e.startswith("pause") for e in proto.events):
+            tr.write(chunk)
+            writes += 1
+            assert writes < 100
+            # write() only queues: the water marks are judged once the kernel
+            # has been handed the queue (a send in flight), i.e. after a loop turn.
+            await asyncio.sleep(0)
+        pause = [e for e in proto.events if e.startswith("pause")]
+        assert len(pause) == 1 and int(pause[0].split(":")[1]) > 100_000
+        tr.write(chunk)  # still paused: no second pause_writing
+        total = (writes + 1) * len(chunk)
+        got = await _recv_exactly(loop, cli, total)
+        assert len(got) == total
+        for _ in range(100):
+            if any(e.startswith("resume") for e in proto.events):
+                break
+            await asyncio.sleep(0.01)
+        resume = [e for e in proto.events if e.startswith("resume")]
+        assert len(resume) == 1 and int(resume[0].split(":")[1]) <= 20_000
+        tr.close()
+        await proto.done
+        cli.close()
+
+    run(main())
+
+
+def test_pause_resume_reading_loses_nothing(loop, run):
+    async def main():
+        proto, cli = await _pair(loop)
+        tr = proto.transport
+        seen_while_paused = []
+
+        def on_data(d):
+            if not tr.is_reading():
+                seen_while_paused.append(len(d))
+
+        proto.on_data = on_data
+        data = _pattern(2 << 20)
+        tr.pause_reading()
+        assert not tr.is_reading()
+        tr.pause_reading()  # idempotent
+        await loop.sock_sendall(cli, data[:300_000])
+        await asyncio.sleep(0.1)
+        assert len(proto.data) == 0
+        # Pausing from inside data_received stops delivery in the same batch.
+        paused_once = []
+
+        def pause_in_callback(d):
+            if not paused_once:
+                paused_once.append(True)
+                tr.pause_reading()
+
+        proto.on_data = pause_in_callback
+        tr.resume_reading()
+        await asyncio.sleep(0.05)
+        n_paused = len(proto.data)
+        assert 0 < n_paused <= 300_000
+        await asyncio.sleep(0.05)
+        assert len(proto.data) == n_paused
+        proto.on_data = on_data
+        tr.resume_reading()
+        await loop.sock_sendall(cli, data[300_000:])
+        cli.shutdown(socket.SHUT_WR)
+        await proto.done
+        assert bytes(proto.data) == data
+        assert proto.events == ["made", "eof", "lost"]
+        assert not seen_while_paused
+        cli.close()
+
+    run(main())
+
+
+def test_write_eof_and_half_close(loop, run):
+    async def main():
+        proto, cli = await _pair(loop)
+        tr = proto.transport
+        proto.eof_result = True  # keep the connection open after the peer's EOF
+        await loop.sock_sendall(cli, b"request")
+        cli.shutdown(socket.SHUT_WR)
+        while "eof" not in proto.events:
+            await asyncio.sleep(0.005)
+        assert bytes(proto.data) == b"request"
+        assert not tr.is_closing()
+        big = _pattern(1 << 20)
+        tr.write(big)
+        tr.write_eof()
+        tr.write_eof()  # idempotent
+        with pytest.raises(RuntimeError, match="after write_eof"):
+            tr.write(b"more")
+        assert await _recv_to_eof(loop, cli) == big
+        tr.close()
+        await proto.done
+        assert proto.events == ["made", "eof", "lost"]
+        cli.close()
+
+    run(main())
+
+
+def test_peer_reset_reports_like_asyncio(loop, run):
+    handler_calls = []
+    loop.set_exception_handler(lambda lp, ctx: handler_calls.append(ctx))
+
+    async def main():
+        proto, cli = await _pair(loop)
+        cli.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        await loop.sock_sendall(cli, b"x" * 100)
+        await asyncio.sleep(0.02)
+        cli.close()  # RST
+        exc = await proto.done
+        assert isinstance(exc, ConnectionResetError)
+        assert not handler_calls
+
+    run(main())
+
+
+def test_abort_with_sends_in_flight(loop, run):
+    async def main():
+        proto, cli = await _pair(loop)
+        tr = proto.transport
+        tr.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        cli.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        payload = [os.urandom(1 << 20) for _ in range(8)]
+        for p in payload:
+            tr.write(p)
+        await asyncio.sleep(0.05)  # the first send is now stuck in the kernel
+        assert tr.get_write_buffer_size() > 0
+        del payload
+        gc.collect()
+        tr.abort()
+        assert tr.is_closing()
+        assert tr.get_write_buffer_size() == 0
+        tr.write(b"dropped")  # after abort: silently dropped, as in asyncio
+        assert await proto.done is None
+        core = loop._selector._core
+        for _ in range(200):
+            if core.draining == 0:
+                break
+            await asyncio.sleep(0.005)
+        assert core.draining == 0 and core.transports == 0
+        # The peer sees the connection end (the cancelled send released the file).
+        await asyncio.wait_for(_recv_to_eof_or_reset(loop, cli), 5)
+        cli.close()
+
+    run(main())
+
+
+async def _recv_to_eof_or_reset(loop, sock):
+    try:
+        await _recv_to_eof(loop, sock)
+    except ConnectionResetError:
+        pass
+
+
+def test_close_with_full_queue_delivers_everything(loop, run):
+    async def main():
+        proto, cli = await _pair(loop)
+        tr = proto.transport
+        tr.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        data = _pattern(4 << 20)
+        tr.write(data[: 1 << 20])
+        tr.write(data[1 << 20 :])
+        tr.close()
+        tr.close()  # idempotent
+        assert tr.is_closing()
+        # Writes after close() while the queue drains still go out (asyncio too).
+        got = await _recv_to_eof(loop, cli)
+        assert got == data
+        assert await proto.done is None
+        # 4 MiB queued: paused, resumed once drained, then connection_lost.
+        assert proto.events[0] == "made" and proto.events[-1] == "lost"
+        assert proto.events[1].startswith("pause") and proto.events[2].startswith("resume")
+        assert int(proto.events[2].split(":")[1]) <= 16 * 1024
+        cli.close()
+
+    run(main())
+
+
+class BufProto(asyncio.BufferedProtocol):
+    def __init__(self, size=100, empty=False):
+        self.buf = bytearray(size)
+        self.empty = empty
+        self.data = bytearray()
+        self.hints = []
+        self.transport = None
+        self.done = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def get_buffer(self, sizehint):
+        self.hints.append(sizehint)
+        return memoryview(self.buf)[:0] if self.empty else self.buf
+
+    def buffer_updated(self, nbytes):
+        self.data += self.buf[:nbytes]
+
+    def eof_received(self):
+        return None
+
+    def connection_lost(self, exc):
+        if not self.done.done():
+            self.done.set_result(exc)
+
+
+def test_buffered_protocol(loop, run):
+    async def main():
+        proto, cli = await _pair(loop, lambda: BufProto(100))
+        data = _pattern(300_000)
+        await loop.sock_sendall(cli, data)
+        cli.shutdown(socket.SHUT_WR)
+        assert await proto.done is None
+        assert bytes(proto.data) == data
+        assert set(proto.hints) == {-1}  # as asyncio's selector transport asks
+        cli.close()
+
+    run(main())
+
+
+def test_buffered_protocol_empty_buffer_is_fatal(loop, run):
+    contexts = []
+    loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+
+    async def main():
+        proto, cli = await _pair(loop, lambda: BufProto(100, empty=True))
+        await loop.sock_sendall(cli, b"hello")
+        exc = await proto.done
+        assert isinstance(exc, RuntimeError) and "empty buffer" in str(exc)
+        assert contexts[0]["message"] == "Fatal error: protocol.get_buffer() call failed."
+        cli.close()
+
+    run(main())
+
+
+def test_data_received_raising_goes_to_exception_handler(loop, run):
+    contexts = []
+    loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+
+    async def main():
+        proto, cli = await _pair(loop)
+
+        def boom(d):
+            raise ValueError("boom")
+
+        proto.on_data = boom
+        await loop.sock_sendall(cli, b"hello")
+        exc = await proto.done
+        assert isinstance(exc, ValueError)
+        assert len(contexts) == 1
+        ctx = contexts[0]
+        assert ctx["message"] == "Fatal error: protocol.data_received() call failed."
+        assert ctx["exception"] is exc
+        assert ctx["transport"] is proto.transport and ctx["protocol"] is proto
+        # The connection is closed: the peer sees EOF.
+        assert await _recv_to_eof(loop, cli) == b""
+        cli.close()
+
+    run(main())
+
+
+def test_keyboard_interrupt_in_data_received_propagates(loop, run):
+    proto, cli = run(_pair(loop))
+    calls = []
+
+    def interrupt(d):
+        calls.append(d)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    proto.on_data = interrupt
+    cli.setblocking(True)
+    cli.sendall(b"first")
+    cli.setblocking(False)
+    with pytest.raises(KeyboardInterrupt):
+        loop.run_until_complete(asyncio.sleep(1))
+    assert not proto.transport.is_closing()
+
+    async def after():
+        await loop.sock_sendall(cli, b"second")
+        while bytes(proto.data) != b"firstsecond":
+            await asyncio.sleep(0.005)
+        proto.transport.close()
+        await proto.done
+        cli.close()
+
+    run(after())
+
+
+def test_tls_over_ring_transport(loop, run):
+    utils = pytest.importorskip("test.test_asyncio.utils")
+    server_ctx, client_ctx = utils.simple_server_sslcontext(), utils.simple_client_sslcontext()
+
+    async def handler(r, w):
+        while data := await r.read(65536):
+            w.write(data)
+            await w.drain()
+        w.close()
+
+    async def main():
+        srv = await asyncio.start_server(handler, HOST, 0, ssl=server_ctx)
+        port = srv.sockets[0].getsockname()[1]
+        r, w = await asyncio.open_connection(HOST, port, ssl=client_ctx)
+        raw = w.transport._ssl_protocol._transport
+        assert isinstance(raw, RingSocketTransport)
+        data = _pattern(1 << 20)
+        w.write(data)
+        assert await r.readexactly(len(data)) == data
+        w.close()
+        await w.wait_closed()
+        srv.close()
+        await srv.wait_closed()
+
+    run(main())
+
+
+def test_sendfile_on_ring_transport(loop, run):
+    async def main():
+        proto, cli = await _pair(loop)
+        tr = proto.transport
+        data = _pattern(500_000)
+        with tempfile.TemporaryFile() as f:
+            f.write(data)
+            f.flush()
+            f.seek(0)
+            tr.write(b"head")
+            sent = await loop.sendfile(tr, f)
+            assert sent == len(data)
+            tr.write(b"tail")
+        tr.close()
+        assert await _recv_to_eof(loop, cli) == b"head" + data + b"tail"
+        await proto.done
+        cli.close()
+
+    run(main())
+
+
+def test_unclosed_transport_warns_on_gc():
+    loop = ringio.new_event_loop()
+    a, b = socket.socketpair()
+    try:
+
+        async def main():
+            await loop.connect_accepted_socket(asyncio.Protocol, a)
+
+        loop.run_until_complete(main())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loop.close()
+            gc.collect()
+        assert any(
+            issubclass(w.category, ResourceWarning) and "unclosed transport" in str(w.message)
+            for w in caught
+        ), [str(w.message) for w in caught]
+        assert a.fileno() == -1  # __del__ closed the socket
+    finally:
+        a.close()
+        b.close()
+
+
+def _argument_errors(loop) -> list[str]:
+    """Runs the same misuse on `loop`'s transport; returns what each raised."""
+
+    async def main():
+        proto, cli = await _pair(loop)
+        tr = proto.transport
+        out = []
+        for bad in ("text", 42, None, [b"x"]):
+            try:
+                tr.write(bad)
+            except Exception as e:
+                out.append(f"{type(e).__name__}: {e}")
+        try:
+            tr.writelines([b"a", "b"])
+        except Exception as e:
+            out.append(f"{type(e).__name__}: {e}")
+        for kw in ({"high": 1, "low": 2}, {"high": -1}):
+            try:
+                tr.set_write_buffer_limits(**kw)
+            except Exception as e:
+                out.append(f"{type(e).__name__}: {e}")
+        tr.write(b"")  # no-op
+        tr.close()
+        await proto.done
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(3):
+                tr.write(b"after close")  # dropped (logged after a few)
+        proto2, cli2 = await _pair(loop)
+        proto2.transport.write_eof()
+        for data in (b"x", b""):
+            try:
+                proto2.transport.write(data)
+            except Exception as e:
+                out.append(f"{type(e).__name__}: {e}")
+        proto2.transport.close()
+        await proto2.done
+        cli2.close()
+        out.append(f"conn_lost={tr._conn_lost}")
+        cli.close()
+        return out
+
+    return loop.run_until_complete(asyncio.wait_for(main(), 10))
+
+
+def test_argument_errors_identical_to_asyncio(loop):
+    ours = _argument_errors(loop)
+    ref_loop = asyncio.SelectorEventLoop()
+    try:
+        theirs = _argument_errors(ref_loop)
+    finally:
+        ref_loop.close()
+    assert ours == theirs
+    assert ours[0] == "TypeError: data argument must be a bytes-like object, not 'str'"
+
+
+def test_selector_transport_is_reachable():
+    code = (
+        "import asyncio, socket, ringio\n"
+        "async def main():\n"
+        "    a, b = socket.socketpair()\n"
+        "    loop = asyncio.get_running_loop()\n"
+        "    tr, _ = await loop.connect_accepted_socket(asyncio.Protocol, a)\n"
+        "    print(type(tr).__name__)\n"
+        "    tr.close(); b.close()\n"
+        "ringio.run(main())\n"
+    )
+    env = dict(os.environ, RINGIO_LOOP_TRANSPORT="selector")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert out.stdout.strip() == "_SelectorSocketTransport", out.stderr
+    env["RINGIO_LOOP_TRANSPORT"] = "ring"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert out.stdout.strip() == "RingSocketTransport", out.stderr
+
+
+def test_unix_socket_transport(loop, run):
+    async def handler(r, w):
+        w.write(await r.read(100))
+        await w.drain()
+        w.close()
+
+    async def main():
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s")
+            srv = await asyncio.start_unix_server(handler, path)
+            r, w = await asyncio.open_unix_connection(path)
+            assert isinstance(w.transport, RingSocketTransport)
+            w.write(b"unix!")
+            assert await r.read() == b"unix!"
+            w.close()
+            await w.wait_closed()
+            srv.close()
+            await srv.wait_closed()
+
+    run(main())
+
+
+def test_many_connections_share_the_buffer_ring(loop, run):
+    """More receives in one batch than a small buffer ring would hold: every byte
+    arrives, in order, on every connection (ENOBUFS only re-arms)."""
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, t):
+            self.t = t
+
+        def data_received(self, d):
+            self.t.write(d)
+
+    async def client(port, i):
+        r, w = await asyncio.open_connection(HOST, port)
+        data = _pattern(20_000 + i)
+        w.write(data)
+        got = await r.readexactly(len(data))
+        w.close()
+        await w.wait_closed()
+        return got == data
+
+    async def main():
+        srv = await loop.create_server(Echo, HOST, 0, backlog=512)
+        port = srv.sockets[0].getsockname()[1]
+        results = await asyncio.gather(*(client(port, i) for i in range(300)))
+        assert all(results)
+        srv.close()
+        await srv.wait_closed()
+
+    run(main(), timeout=30)
+
+
+def test_transport_survives_the_loop_moving_to_another_thread(loop, run):
+    """A new ring for the new thread: the transport's receive is re-armed on it."""
+    import threading
+
+    proto, cli = run(_pair(loop))
+    tr = proto.transport
+    run(loop.sock_sendall(cli, b"before"))
+    run(_wait_for_data(proto, b"before"))
+    ring_before = loop._selector.ring
+
+    def in_thread():
+        async def main():
+            await loop.sock_sendall(cli, b"after")
+            await _wait_for_data(proto, b"beforeafter")
+            tr.write(b"echo")
+            assert await _recv_exactly(loop, cli, 4) == b"echo"
+
+        loop.run_until_complete(asyncio.wait_for(main(), 10))
+
+    t = threading.Thread(target=in_thread)
+    t.start()
+    t.join(20)
+    assert not t.is_alive()
+    assert loop._selector.ring is not ring_before
+    tr.close()
+    run(proto.done)
+    cli.close()
+
+
+async def _wait_for_data(proto, want):
+    while bytes(proto.data) != want:
+        assert len(proto.data) <= len(want)
+        await asyncio.sleep(0.005)
