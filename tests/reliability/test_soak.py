@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import hashlib
 import os
 import random
@@ -163,6 +164,9 @@ async def test_soak_with_random_cancellations(name, tmp_path: Path, monkeypatch)
             # A quarter of the run at full concurrency reaches the working set; the
             # baseline is taken after it, so growth over the rest is a leak.
             await phase(SECONDS / 4)
+            # Objects of earlier tests (sockets, rings of collected loops) may still
+            # wait for the cyclic GC: collect them now, not in the middle of the count.
+            gc.collect()
             base_rss, base_fds, base_threads = (
                 rss_kib(), len(os.listdir("/proc/self/fd")), user_thread_count()
             )
@@ -171,6 +175,7 @@ async def test_soak_with_random_cancellations(name, tmp_path: Path, monkeypatch)
                 if engine._queue.in_flight == 0:
                     break
                 await asyncio.sleep(0.01)
+            gc.collect()
             end_fds = len(os.listdir("/proc/self/fd"))
             grew = rss_kib() - base_rss
         finally:
@@ -181,7 +186,7 @@ async def test_soak_with_random_cancellations(name, tmp_path: Path, monkeypatch)
             f"timed out, {soak.bytes_verified / 1e6:.1f} MB verified, RSS +{grew} KiB"
         )
         assert soak.ops > 1000 and soak.cancelled > 100
-        assert end_fds == base_fds
+        assert end_fds <= base_fds, f"fds grew from {base_fds} to {end_fds}"
         assert user_thread_count() == base_threads
         assert grew < 16 * 1024, f"RSS grew by {grew} KiB"
     finally:
