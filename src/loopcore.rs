@@ -1010,20 +1010,7 @@ impl LoopCore {
                 std::mem::take(&mut inner.resumed),
             )
         };
-        {
-            let (done, released) = pydriver.driver().complete(py, &raw);
-            drop(released);
-            for (op, c) in done {
-                results.push(Py::new(
-                    py,
-                    Completion {
-                        op,
-                        res: c.res,
-                        res2: c.res2,
-                    },
-                )?);
-            }
-        }
+        results.extend(pydriver.finish(py, &raw)?);
         // The transports' completions: actions under the lock, then the callbacks.
         let mut actions = Vec::with_capacity(side.len());
         if !side.is_empty() {

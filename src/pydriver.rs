@@ -77,7 +77,12 @@ impl<E: Engine> PyDriver<E> {
         self.capacity
     }
 
-    fn finish(&self, py: Python<'_>, raw: &[RawCompletion]) -> PyResult<Vec<Py<Completion>>> {
+    /// Matches raw completions to their ops and makes a `Completion` of each.
+    pub(crate) fn finish(
+        &self,
+        py: Python<'_>,
+        raw: &[RawCompletion],
+    ) -> PyResult<Vec<Py<Completion>>> {
         let (done, released) = self.driver().complete(py, raw);
         // Dropped outside the lock: releasing a buffer view can run Python code.
         drop(released);
@@ -192,21 +197,26 @@ impl<E: Engine> PyDriver<E> {
         }
     }
 
-    pub fn reap(&self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
-        let mut results: Vec<Py<Completion>> = std::mem::take(&mut *lock(&self.backlog));
+    /// The completions held back (by an interrupted wait or close), and the raw
+    /// ones the kernel has ready now (none once closed), without waiting.
+    fn take_ready(&self, py: Python<'_>) -> PyResult<(Vec<Py<Completion>>, Vec<RawCompletion>)> {
+        let held: Vec<Py<Completion>> = std::mem::take(&mut *lock(&self.backlog));
         let mut raw = Vec::new();
-        {
-            let mut driver = self.driver();
-            if driver.is_closed() {
-                return Ok(results);
-            }
-            driver.check_process()?;
-            crate::sys::eventfd_drain(driver.engine.notify_fd());
-            driver
-                .engine
-                .reap_now(&mut raw, usize::MAX)
-                .map_err(|e| errors::io_error(py, &e, None))?;
+        let mut driver = self.driver();
+        if driver.is_closed() {
+            return Ok((held, raw));
         }
+        driver.check_process()?;
+        crate::sys::eventfd_drain(driver.engine.notify_fd());
+        driver
+            .engine
+            .reap_now(&mut raw, usize::MAX)
+            .map_err(|e| errors::io_error(py, &e, None))?;
+        Ok((held, raw))
+    }
+
+    pub fn reap(&self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
+        let (mut results, raw) = self.take_ready(py)?;
         results.extend(self.finish(py, &raw)?);
         Ok(results)
     }
@@ -218,20 +228,7 @@ impl<E: Engine> PyDriver<E> {
     /// already done (cancelled), whose `data` is not a future, and any held back by
     /// an interrupted wait or by close().
     pub fn resolve_futures(&self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
-        let mut left: Vec<Py<Completion>> = std::mem::take(&mut *lock(&self.backlog));
-        let mut raw = Vec::new();
-        {
-            let mut driver = self.driver();
-            if driver.is_closed() {
-                return Ok(left);
-            }
-            driver.check_process()?;
-            crate::sys::eventfd_drain(driver.engine.notify_fd());
-            driver
-                .engine
-                .reap_now(&mut raw, usize::MAX)
-                .map_err(|e| errors::io_error(py, &e, None))?;
-        }
+        let (mut left, raw) = self.take_ready(py)?;
         let (done, released) = self.driver().complete(py, &raw);
         // Dropped outside the lock: releasing a buffer view can run Python code.
         drop(released);
