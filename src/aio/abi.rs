@@ -153,10 +153,8 @@ mod tests {
             ..Iocb::default()
         };
         // SAFETY: `iocb` and `data` outlive the io_getevents below that reaps it.
-        assert_eq!(
-            unsafe { io_submit(ctx, &[&mut iocb as *mut Iocb]) }.unwrap(),
-            1
-        );
+        let submitted = unsafe { io_submit(ctx, &[&mut iocb as *mut Iocb]) }.unwrap();
+        assert_eq!(submitted, 1);
         let mut events = [IoEvent::default(); 4];
         assert_eq!(io_getevents(ctx, 1, &mut events, None).unwrap(), 1);
         assert_eq!(events[0].data, 42);

@@ -28,8 +28,9 @@ pub enum Parsed {
 impl SockAddr {
     pub fn empty() -> Self {
         // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
+        let storage = unsafe { std::mem::zeroed() };
         Self {
-            storage: unsafe { std::mem::zeroed() },
+            storage,
             len: std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t,
         }
     }

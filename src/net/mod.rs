@@ -1204,7 +1204,7 @@ impl WatcherCore {
             Kind::Read | Kind::ReadFull => {
                 if let Some(v) = &op.view {
                     let len = (v.len() - done).min(MAX_RW) as u32;
-                    // SAFETY (pointer math): done < len of the pinned export.
+                    // SAFETY: pointer math only; done < len of the pinned export.
                     opcode::Recv::new(fd, unsafe { v.ptr().add(done) }, len).build()
                 } else if has_pool {
                     opcode::Recv::new(fd, std::ptr::null_mut(), bufsize as u32)
@@ -1221,7 +1221,7 @@ impl WatcherCore {
             Kind::Write => {
                 let v = op.view.as_ref().expect("write data");
                 let len = (v.len() - done).min(MAX_RW) as u32;
-                // SAFETY (pointer math): done < len of the pinned export.
+                // SAFETY: pointer math only; done < len of the pinned export.
                 opcode::Send::new(fd, unsafe { v.ptr().add(done) }, len)
                     .flags(libc::MSG_NOSIGNAL)
                     .build()
@@ -1250,8 +1250,9 @@ impl WatcherCore {
                 let m = op.msg.get_or_insert_with(|| {
                     Box::new(Msg {
                         addr: SockAddr::empty(),
-                        // SAFETY: iovec and msghdr are plain old data; zero is valid.
+                        // SAFETY: iovec is plain old data; zero is valid.
                         iov: unsafe { std::mem::zeroed() },
+                        // SAFETY: msghdr is plain old data; zero is valid.
                         hdr: unsafe { std::mem::zeroed() },
                     })
                 });
@@ -1904,8 +1905,9 @@ impl WatcherCore {
         op.bufobj = Some(data.unbind());
         op.msg = Some(Box::new(Msg {
             addr: sa,
-            // SAFETY: iovec and msghdr are plain old data; zero is valid.
+            // SAFETY: iovec is plain old data; zero is valid.
             iov: unsafe { std::mem::zeroed() },
+            // SAFETY: msghdr is plain old data; zero is valid.
             hdr: unsafe { std::mem::zeroed() },
         }));
         self.queue(py, slot, cid, Kind::WriteTo);
@@ -1930,8 +1932,9 @@ impl WatcherCore {
         let slot = self.new_op(Kind::Connect, cid, ctx, conn, deadline);
         self.op(slot).msg = Some(Box::new(Msg {
             addr: sa,
-            // SAFETY: iovec and msghdr are plain old data; zero is valid.
+            // SAFETY: iovec is plain old data; zero is valid.
             iov: unsafe { std::mem::zeroed() },
+            // SAFETY: msghdr is plain old data; zero is valid.
             hdr: unsafe { std::mem::zeroed() },
         }));
         self.queue(py, slot, cid, Kind::Connect);
