@@ -1307,15 +1307,8 @@ impl LoopCore {
             // Not waiting (min_complete 0); GETEVENTS runs DEFER_TASKRUN task work,
             // which is where a cancelled request drops its file reference. The CQEs
             // stay in the CQ for the next select.
-            match crate::uring::enter(fd, n, 0, crate::uring::IORING_ENTER_GETEVENTS, None) {
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
-                    ) => {}
-                Err(e) => return Err(errors::io_error(py, &e, None)),
-            }
+            crate::uring::enter_nowait(fd, n, crate::uring::IORING_ENTER_GETEVENTS)
+                .map_err(|e| errors::io_error(py, &e, None))?;
         }
         Ok(())
     }

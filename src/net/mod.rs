@@ -1577,15 +1577,8 @@ impl WatcherCore {
         let to_submit = self.ring().submission().len() as u32;
         let overflow = self.ring().submission().cq_overflow();
         if to_submit > 0 || self.defer || overflow {
-            match enter(fd, to_submit, 0, None) {
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
-                    ) => {}
-                Err(e) => return Err(os_err(e)),
-            }
+            crate::uring::enter_nowait(fd, to_submit, crate::uring::IORING_ENTER_GETEVENTS)
+                .map_err(os_err)?;
         }
         self.collect_cqes();
         self.process(py);

@@ -403,6 +403,24 @@ impl UringEngine {
 /// io_uring_enter: submits `to_submit` SQEs and, with GETEVENTS in `flags`, waits for
 /// `min_complete` CQEs for at most `timeout` (EXT_ARG, Linux 5.11). EINTR and ETIME
 /// are returned to the caller.
+/// Enters without waiting for completions: submits `to_submit` SQEs and (with
+/// GETEVENTS) runs deferred task work. A busy or interrupted kernel is not an error
+/// here: whatever was not done is done by the next enter.
+pub(crate) fn enter_nowait(ring_fd: RawFd, to_submit: u32, flags: u32) -> io::Result<()> {
+    match enter(ring_fd, to_submit, 0, flags, None) {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 pub(crate) fn enter(
     ring_fd: RawFd,
     to_submit: u32,
