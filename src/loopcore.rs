@@ -29,7 +29,8 @@ use std::time::Duration;
 use io_uring::{cqueue, opcode, types};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyWeakrefReference};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyType, PyWeakrefReference};
 
 use crate::buffers::View;
 use crate::engine::{Engine, RawCompletion, Submitted};
@@ -37,6 +38,8 @@ use crate::errors;
 use crate::op::{Completion, Op};
 use crate::uring::py::Ring;
 use crate::uring::{INTERNAL_TOKEN, SIDE_BIT};
+
+static ASYNCIO_FUTURE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 const KIND_RECV: u64 = 0;
 const KIND_SEND: u64 = 1;
@@ -1010,7 +1013,10 @@ impl LoopCore {
                 std::mem::take(&mut inner.resumed),
             )
         };
-        results.extend(pydriver.finish(py, &raw)?);
+        // File ops (`ringio._engines`' loop-ring proactor) carry an asyncio future:
+        // settled here, as the eventfd proactor's resolve_futures() does elsewhere.
+        let future_type = ASYNCIO_FUTURE.import(py, "asyncio", "Future")?;
+        results.extend(pydriver.finish_settling(py, &raw, Some(future_type))?);
         // The transports' completions: actions under the lock, then the callbacks.
         let mut actions = Vec::with_capacity(side.len());
         if !side.is_empty() {

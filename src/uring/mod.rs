@@ -238,6 +238,12 @@ impl UringEngine {
         }
     }
 
+    /// Submits what waits in the SQ (a busy CQ is not an error: the SQEs stay
+    /// queued for the next enter).
+    pub(crate) fn submit_now(&self) -> io::Result<()> {
+        self.enter_submit()
+    }
+
     fn enter_submit(&self) -> io::Result<()> {
         loop {
             match self.ring()?.submit() {
@@ -607,6 +613,18 @@ pub struct UringLaunch {
     to_submit: u32,
     count: usize,
     error: Option<io::Error>,
+}
+
+impl UringLaunch {
+    /// What `launch` would report, without entering the kernel: the SQEs stay in the
+    /// SQ and go in with the ring's next enter (an SQ that filled up while pushing
+    /// was already submitted by `stage`).
+    pub(crate) fn staged(self) -> Submitted {
+        Submitted {
+            accepted: self.count,
+            error: self.error,
+        }
+    }
 }
 
 fn enter_to_submit(ring_fd: RawFd, to_submit: u32) -> io::Result<usize> {

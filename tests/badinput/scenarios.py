@@ -5,6 +5,7 @@ Each returns something the table's check can compare, or raises what it checks."
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import errno
 import gc
@@ -728,6 +729,39 @@ def closed_loop_used() -> Any:
         return loop.run_until_complete(coro)
     finally:
         coro.close()
+
+
+def loop_call_soon(call: Any, *, debug: bool = False, closed: bool = False) -> Any:
+    """Runs call(loop) on a fresh ringio loop (debug mode, or closed, as asked)."""
+    loop = ringio.new_event_loop()
+    loop.set_debug(debug)
+    try:
+        if closed:
+            loop.close()
+        return call(loop)
+    finally:
+        loop.close()
+
+
+def loop_run_not_callable() -> Any:
+    """call_soon(5) outside debug mode, as asyncio: accepted; running it reports a
+    TypeError to the exception handler. Returns what the handler got. (In a thread
+    of its own: the table's rows run inside a running loop.)"""
+
+    def run() -> list[Any]:
+        loop = ringio.new_event_loop()
+        seen: list[Any] = []
+        loop.set_exception_handler(lambda lp, ctx: seen.append(ctx.get("exception")))
+        try:
+            loop.call_soon(5)
+            loop.call_soon(loop.stop)
+            loop.run_forever()
+        finally:
+            loop.close()
+        return seen
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result(timeout=10)
 
 
 # ------------------------------------------------------------------ RingSelector

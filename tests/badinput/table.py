@@ -1183,6 +1183,27 @@ row(
 # ------------------------------------------------------------------ EventLoop
 group("loop")
 EL = "ringio.EventLoop"
+row(
+    EL + ".call_soon",
+    "after close",
+    "scenarios.loop_call_soon(lambda lp: lp.call_soon(print), closed=True)",
+    RuntimeError,
+)
+row(
+    EL + ".call_soon",
+    "not callable, debug mode",
+    "scenarios.loop_call_soon(lambda lp: lp.call_soon(5), debug=True)",
+    TypeError,
+)
+row(
+    EL + ".call_soon",
+    "not callable",
+    "scenarios.loop_run_not_callable()",
+    OK(
+        "accepted, as asyncio outside debug mode; the TypeError goes to the handler",
+        "len(r) == 1 and isinstance(r[0], TypeError)",
+    ),
+)
 row(EL + ".sock_recv", "nbytes negative", "await loop.sock_recv(s1, -1)", ValueError)
 row(EL + ".sock_recv", "nbytes is a str", "await loop.sock_recv(s1, 'x')", TypeError)
 row(EL + ".sock_recv", "closed socket", "await loop.sock_recv(closed_sock, 8)", OSError)
