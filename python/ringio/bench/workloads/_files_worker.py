@@ -558,7 +558,7 @@ def rand_read(spec: dict[str, Any]) -> dict[str, Any]:
 async def _rand_read_async(
     c: AsyncFiles, path: str, block: int, offsets: list[int], depth: int, direct: bool
 ) -> float:
-    if direct and not isinstance(c, RingioFiles):
+    if direct and not isinstance(c, (RingioFiles, RingioOpenFiles)):
         raise WorkerSkipped("O_DIRECT variant only for ringio")
     await c.open([path], direct=direct)
     readers: list[Callable[[int], Awaitable[Any]]] = []
