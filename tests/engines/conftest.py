@@ -45,9 +45,11 @@ def engine_name(request, monkeypatch):
 
 
 @pytest.fixture
-def event_loop_policy(request, engine_name):
-    """asyncio's policy, or ringio's for the ``uring-loop`` parameter."""
-    if request.node.callspec.params.get("engine_name", "").endswith("-loop"):
+def event_loop_policy(request):
+    """asyncio's policy, or ringio's for the ``uring-loop`` parameter. (It does not
+    request ``engine_name``: a test that does not use the engines runs once.)"""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and str(callspec.params.get("engine_name", "")).endswith("-loop"):
         return ringio.EventLoopPolicy()
     return asyncio.DefaultEventLoopPolicy()
 
