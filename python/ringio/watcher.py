@@ -416,6 +416,8 @@ def _loop_to_share(loop: Any) -> EventLoop | None:
             return None
     elif isinstance(loop, EventLoop):
         target = loop
+        if target.is_closed():
+            raise RuntimeError("the event loop is closed")
         if not isinstance(target._selector, RingSelector):
             raise TypeError("this ringio.EventLoop has no RingSelector: no ring to share")
     elif isinstance(loop, asyncio.AbstractEventLoop):

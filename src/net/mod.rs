@@ -2110,7 +2110,21 @@ impl WatcherCore {
 
 impl Drop for WatcherCore {
     fn drop(&mut self) {
-        if self.ring.is_some() {
+        if self.ring.is_none() {
+            return;
+        }
+        // SAFETY: Py_IsInitialized only reads the runtime's state; we are in
+        // tp_dealloc, with the interpreter's lock held.
+        if unsafe { ffi::Py_IsInitialized() } == 0 {
+            // Collected while the interpreter finalizes: no Python object (an
+            // exception for each pending op) can be made any more, and the process
+            // is exiting. Leak what the kernel may still use rather than wait.
+            std::mem::forget(std::mem::take(&mut self.ops));
+            std::mem::forget(self.pool.take());
+            std::mem::forget(self.ring.take());
+            return;
+        }
+        {
             Python::attach(|py| {
                 self.shutdown(py);
                 self.ready.clear();

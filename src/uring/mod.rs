@@ -346,8 +346,14 @@ impl UringEngine {
         }
     }
 
-    fn watchers_inflight(&self) -> usize {
+    /// SQEs of loop-bound Watchers whose final CQE has not arrived.
+    pub(crate) fn watchers_inflight(&self) -> usize {
         self.sinks.iter().flatten().map(|s| s.inflight).sum()
+    }
+
+    /// Loop-bound Watchers on this ring (closed ones still waiting for CQEs too).
+    pub(crate) fn watchers(&self) -> usize {
+        self.sinks.iter().flatten().count()
     }
 
     fn ring_mut(&mut self) -> io::Result<&mut IoUring> {
