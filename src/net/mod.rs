@@ -1966,8 +1966,12 @@ impl WatcherCore {
         self.rearm_starved(py);
         self.expire(py);
         if timeout == Some(0.0) || !self.ready.is_empty() {
-            // drain (wait_io_async): on a loop's ring, what its select reaped.
-            self.poll_kernel(py, !drain)?;
+            // wait_io_async on a loop's ring: besides what the loop's select reaped,
+            // enter the kernel while ops are in flight (it submits ours and runs task
+            // work): a reply that is already there then comes back without a loop
+            // iteration (the select would cost more than this syscall).
+            let enter = !drain || self.inflight > 0;
+            self.poll_kernel(py, enter)?;
         } else {
             // Blocking call: the enter below submits, runs task work and returns at
             // once when CQEs are there; one syscall per round instead of two.

@@ -318,10 +318,11 @@ impl WRing {
         }
     }
 
-    /// Submits and collects without waiting. On the loop's ring `enter`: false
-    /// takes only what the loop's last select reaped for us (no syscall: the
-    /// loop's next select submits our SQEs); true enters the kernel itself (a
-    /// synchronous `wait_io(0)`), setting aside what belongs to others.
+    /// Submits and collects without waiting. On the loop's ring, what the loop's
+    /// last select reaped for us; only when that is nothing and `enter`, the
+    /// kernel is entered (submitting the SQ and running task work), what belongs to
+    /// others set aside for the loop. Without entering, the loop's next select
+    /// submits our SQEs.
     pub(crate) fn poll(&mut self, enter: bool, cqes: &mut Vec<Cqe>) -> io::Result<()> {
         match self {
             WRing::Own { ring, defer, .. } => {
@@ -339,12 +340,14 @@ impl WRing {
             }
             WRing::Loop { ring, wid, fd, .. } => {
                 let mut d = ring.get().inner().driver();
-                if enter && !d.is_closed() && d.engine.is_live() {
+                let before = cqes.len();
+                d.engine.take_watcher(*wid, cqes);
+                if enter && cqes.len() == before && !d.is_closed() && d.engine.is_live() {
                     let n = d.engine.sq_pending();
                     crate::uring::enter_nowait(*fd, n, IORING_ENTER_GETEVENTS)?;
                     d.engine.reap_aside()?;
+                    d.engine.take_watcher(*wid, cqes);
                 }
-                d.engine.take_watcher(*wid, cqes);
                 Ok(())
             }
         }
