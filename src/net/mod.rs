@@ -476,7 +476,8 @@ impl WatcherCore {
     /// pending ops come back from one last wait_io with WatcherClosedError.
     fn check_loop(&mut self, py: Python<'_>) {
         if !self.closed && self.ring.as_ref().is_some_and(WRing::is_dead) {
-            self.closed_why = "the Watcher's event loop was closed (and its ring with it)";
+            self.closed_why = "the Watcher's event loop closed the ring they shared \
+                               (the loop was closed, or moved to another thread)";
             self.shutdown(py);
         }
     }

@@ -231,29 +231,31 @@ impl UringEngine {
         }
     }
 
-    /// Pushes a Watcher's SQEs, tagged with its id; enters the kernel when the SQ is
-    /// full (reaping aside if the kernel wants the CQ drained first).
+    /// Pushes a Watcher's SQEs, tagged with its id, all or none (an op and its
+    /// link timeout go in together, and an op refused here is completed by the
+    /// Watcher with the error, so none of its SQEs may stay behind). Enters the
+    /// kernel to make room when the SQ is full, reaping aside if the kernel wants
+    /// the CQ drained first.
     pub(crate) fn push_watcher(&mut self, wid: u16, sqes: &[squeue::Entry]) -> io::Result<()> {
         let tag = WATCHER_MARK | (u64::from(wid) << WATCHER_SHIFT);
-        let mut next = 0;
-        loop {
-            let pushed = {
+        for _ in 0..1000 {
+            let room = {
+                let sq = self.ring_mut()?.submission();
+                sq.capacity() - sq.len()
+            };
+            if room >= sqes.len() {
                 let mut sq = self.ring_mut()?.submission();
-                let start = next;
-                while next < sqes.len() && !sq.is_full() {
-                    let ud = sqes[next].get_user_data();
-                    let e = sqes[next].clone().user_data(tag | (ud & WATCHER_LOW));
+                for sqe in sqes {
+                    let ud = sqe.get_user_data();
+                    let e = sqe.clone().user_data(tag | (ud & WATCHER_LOW));
                     // SAFETY: the Watcher keeps every buffer, timespec, msghdr and
                     // address its SQEs point to until their final CQE is reaped.
                     unsafe { sq.push(&e) }.expect("SQ has room");
-                    next += 1;
                 }
-                next - start
-            };
-            if let Some(Some(s)) = self.sinks.get_mut(wid as usize) {
-                s.inflight += pushed;
-            }
-            if next == sqes.len() {
+                drop(sq);
+                if let Some(Some(s)) = self.sinks.get_mut(wid as usize) {
+                    s.inflight += sqes.len();
+                }
                 return Ok(());
             }
             let before = self.sq_pending();
@@ -263,6 +265,7 @@ impl UringEngine {
                 self.reap_aside()?;
             }
         }
+        Err(io::Error::from_raw_os_error(libc::EBUSY))
     }
 
     /// Moves a Watcher's CQEs (user_data without the Watcher bits) into `out`.
