@@ -1507,9 +1507,9 @@ impl WatcherCore {
         }
     }
 
-    /// Submits queued SQEs and collects CQEs without waiting. `enter`: on a loop's
-    /// ring, enter the kernel ourselves (a synchronous wait_io) rather than take
-    /// what the loop's select reaped for us.
+    /// Submits queued SQEs and collects CQEs without waiting. On a loop's ring,
+    /// `enter`: when its select reaped nothing for us, enter the kernel ourselves
+    /// (see `WRing::poll`).
     fn poll_kernel(&mut self, py: Python<'_>, enter: bool) -> PyResult<()> {
         let ring = self.ring.as_mut().expect("open");
         ring.poll(enter, &mut self.cqes).map_err(os_err)?;

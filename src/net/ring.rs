@@ -345,7 +345,7 @@ impl WRing {
                 if enter && cqes.len() == before && !d.is_closed() && d.engine.is_live() {
                     let n = d.engine.sq_pending();
                     crate::uring::enter_nowait(*fd, n, IORING_ENTER_GETEVENTS)?;
-                    d.engine.reap_aside()?;
+                    d.engine.drain_aside()?;
                     d.engine.take_watcher(*wid, cqes);
                 }
                 Ok(())
@@ -388,7 +388,7 @@ impl WRing {
                 });
                 let mut d = pydriver.driver();
                 if !d.is_closed() && d.engine.is_live() {
-                    d.engine.reap_aside()?;
+                    d.engine.drain_aside()?;
                 }
                 d.engine.take_watcher(*wid, cqes);
                 rc.map(drop)

@@ -301,6 +301,22 @@ impl UringEngine {
         Ok(())
     }
 
+    /// `reap_aside` right after an `io_uring_enter` with GETEVENTS (which ran the
+    /// task work): only drains the CQ, without entering again.
+    pub(crate) fn drain_aside(&mut self) -> io::Result<()> {
+        let mut out = Vec::new();
+        loop {
+            self.drain_cq(&mut out, usize::MAX);
+            if !self.ring_mut()?.submission().cq_overflow() {
+                break;
+            }
+            // Completions the CQ had no room for wait in the kernel (NODROP).
+            self.get_events()?;
+        }
+        self.held.append(&mut out);
+        Ok(())
+    }
+
     /// Submits the SQ without waiting (the kernel takes the SQEs now: a cancel by
     /// file looks the file up at this point).
     pub(crate) fn submit_pending(&mut self) -> io::Result<()> {
