@@ -3,7 +3,8 @@
 You submit operations on sockets (``read``, ``write``, ``accept``, ``connect``, ...);
 each completes exactly once, and its :class:`OpResult` comes back from
 :meth:`Watcher.wait_io` (blocking, GIL released) or :meth:`Watcher.wait_io_async`
-(asyncio, any loop). See ``docs/watcher.md`` for the design and the rules.
+(asyncio). Created while a ``ringio.EventLoop`` runs in the thread, a Watcher shares
+that loop's ring (``loop=``). See ``docs/watcher.md`` for the design and the rules.
 
 Deadlines are **absolute** ``time.monotonic()`` values (gaio's are absolute times too):
 ``watcher.read_timeout(ctx, sock, buf, time.monotonic() + 5)``.

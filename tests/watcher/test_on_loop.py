@@ -355,3 +355,43 @@ def test_bad_loop_arguments() -> None:
             ringio.Watcher(loop=loop)
     finally:
         loop.close()
+
+
+def test_loop_moved_to_another_thread(listener) -> None:
+    """The loop runs in another thread (its selector retires the ring and makes a
+    new one there): the Watcher stays on the ring it shares, refuses that thread,
+    and still closes cleanly from its own."""
+    loop = ringio.new_event_loop()
+    try:
+        w = ringio.Watcher(loop=loop)
+        c, s = tcp_pair(listener)
+        w.read("r", s)
+        loop.run_until_complete(asyncio.sleep(0.01))  # in flight on the first ring
+        first = loop._selector.ring  # type: ignore[attr-defined]
+        errors: list[BaseException] = []
+
+        def elsewhere() -> None:
+            async def main() -> None:
+                try:
+                    await w.wait_io_async()
+                except RuntimeError as exc:
+                    errors.append(exc)
+
+            loop.run_until_complete(main())
+
+        t = threading.Thread(target=elsewhere)
+        t.start()
+        t.join(10)
+        assert loop._selector.ring is not first  # type: ignore[attr-defined]
+        assert errors and "thread" in str(errors[0])
+        c.sendall(b"late")  # still served on the first ring, from this thread
+        got = w.wait_io(5)
+        assert [bytes(r.buffer) for r in got] == [b"late"]
+        w.read("pending", s)
+        w.close()
+        (r,) = w.wait_io()
+        assert isinstance(r.error, ringio.WatcherClosedError)
+        c.close()
+        s.close()
+    finally:
+        loop.close()
