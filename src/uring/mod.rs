@@ -272,7 +272,11 @@ impl UringEngine {
     pub(crate) fn take_watcher(&mut self, wid: u16, out: &mut Vec<(u64, i32, u32)>) {
         if let Some(Some(s)) = self.sinks.get_mut(wid as usize) {
             out.append(&mut s.cqes);
-            s.signalled = false;
+            if std::mem::take(&mut s.signalled) {
+                // Taken by the Watcher itself: nothing left for the loop to wake it
+                // for (and no reason for the loop's next select not to block).
+                self.signalled.retain(|&w| w != wid);
+            }
         }
     }
 
