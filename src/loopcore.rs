@@ -956,6 +956,8 @@ impl LoopCore {
             driver.check_open()?;
             driver.check_caller(py)?;
             let flush_err = Self::flush(&mut inner, &mut driver.engine).err();
+            // A loop-bound Watcher's own wait may have reaped for us meanwhile.
+            let block = block && !driver.engine.has_backlog();
             let tokens = if ops.is_empty() {
                 Vec::new()
             } else {
@@ -984,7 +986,7 @@ impl LoopCore {
                 _ => enter_err = Some(e),
             },
         }
-        let (raw, mut side) = {
+        let (raw, mut side, wakers) = {
             let mut driver = pydriver.driver();
             if !ops.is_empty() {
                 let done = Submitted {
@@ -1002,7 +1004,7 @@ impl LoopCore {
             }
             let mut side = std::mem::take(&mut self.lock().pending);
             driver.engine.take_side(&mut side);
-            (raw, side)
+            (raw, side, driver.engine.take_signalled(py))
         };
         let (mut results, resumed) = {
             let mut inner = self.lock();
@@ -1027,10 +1029,23 @@ impl LoopCore {
         }
         let mut it = actions.into_iter();
         let mut failure = None;
-        for a in it.by_ref() {
-            if let Err(e) = self.run(py, a) {
-                failure = Some(e);
-                break;
+        // Loop-bound Watchers with new completions: their wakers only resolve the
+        // future a `wait_io_async` awaits (they process the CQEs when it resumes).
+        for w in wakers {
+            if let Err(e) = w.call0(py) {
+                if is_fatal(py, &e) {
+                    failure.get_or_insert(e);
+                } else {
+                    e.write_unraisable(py, None);
+                }
+            }
+        }
+        if failure.is_none() {
+            for a in it.by_ref() {
+                if let Err(e) = self.run(py, a) {
+                    failure = Some(e);
+                    break;
+                }
             }
         }
         if failure.is_none() {

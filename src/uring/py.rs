@@ -152,6 +152,19 @@ impl Ring {
         self.inner.driver().engine.sq_pending()
     }
 
+    /// Operations of loop-bound ``ringio.Watcher``s (sharing this ring through its
+    /// event loop) whose final completion has not arrived.
+    #[getter]
+    fn watcher_in_flight(&self) -> usize {
+        self.inner.driver().engine.watchers_inflight()
+    }
+
+    /// ``ringio.Watcher``s sharing this ring.
+    #[getter]
+    fn watchers(&self) -> usize {
+        self.inner.driver().engine.watchers()
+    }
+
     /// How many completions one reap can hold (the CQ size).
     #[getter]
     fn maxevents(&self) -> u32 {

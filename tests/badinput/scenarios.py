@@ -321,6 +321,69 @@ def watcher_one(w: ringio.Watcher, submit: Any, timeout: float = 5.0) -> Any:
     raise TimeoutError("the Watcher op did not complete")
 
 
+def watcher_loop_arg(kind: str) -> Any:
+    """ringio.Watcher(loop=...) with a loop it cannot share: a plain asyncio loop,
+    or a closed ringio.EventLoop (the loop is closed again either way)."""
+    loop = asyncio.SelectorEventLoop() if kind == "plain" else ringio.new_event_loop()
+    try:
+        if kind == "closed":
+            loop.close()
+        w = ringio.Watcher(4096, nbufs=4, loop=loop)
+        w.close()
+        return w
+    finally:
+        loop.close()
+
+
+def _in_fresh_thread(fn: Any) -> Any:
+    """fn() in a thread of its own (no event loop running there): its result, or
+    its exception raised here."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append((None, fn()))
+        except BaseException as exc:  # re-raised in the caller's thread
+            out.append((exc, None))
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(30)
+    exc, result = out[0]
+    if exc is not None:
+        raise exc
+    return result
+
+
+def watcher_loop_bound(call: str) -> Any:
+    """A Watcher sharing a ringio.EventLoop's ring: its `fileno()` (it has no
+    eventfd), `wait_io_async()` awaited on another loop, or its ops when the loop is
+    closed under them (they come back with WatcherClosedError). Run in a thread of
+    its own: the cases run inside an asyncio loop."""
+    return _in_fresh_thread(lambda: _watcher_loop_bound(call))
+
+
+def _watcher_loop_bound(call: str) -> Any:
+    loop = ringio.new_event_loop()
+    w = ringio.Watcher(4096, nbufs=4, loop=loop)
+    a, b = socket.socketpair()
+    try:
+        if call == "fileno":
+            return w.fileno()
+        if call == "other loop":
+            return asyncio.run(w.wait_io_async())
+        w.read(1, a)
+        loop.run_until_complete(asyncio.sleep(0.01))
+        loop.close()
+        rest = w.wait_io()
+        return [type(r.error).__name__ for r in rest], w.closed
+    finally:
+        w.close()
+        loop.close()
+        a.close()
+        b.close()
+
+
 def watcher_write_peer_closed(w: ringio.Watcher, s1: socket.socket, s2: socket.socket) -> Any:
     s2.close()
     return watcher_one(w, lambda: w.write(1, s1, b"x" * 1_000_000))

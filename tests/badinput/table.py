@@ -1056,6 +1056,29 @@ row(W, "bufsize 2**40", "ringio.Watcher(2**40)", ValueError)
 row(W, "nbufs not a power of two", "ringio.Watcher(4096, nbufs=3)", ValueError)
 row(W, "nbufs negative", "ringio.Watcher(4096, nbufs=-1)", ValueError)
 row(W, "entries 0", "ringio.Watcher(4096, entries=0)", ValueError)
+row(W, "loop is a str", "ringio.Watcher(4096, loop='x')", TypeError)
+row(W, "loop is a plain asyncio loop", "scenarios.watcher_loop_arg('plain')", TypeError)
+row(W, "loop is a closed ringio.EventLoop", "scenarios.watcher_loop_arg('closed')", RuntimeError)
+row(W, "loop=True, no ringio.EventLoop running", "ringio.Watcher(4096, loop=True)", RuntimeError)
+row(
+    W,
+    "the loop whose ring it shares is closed with an op pending",
+    "scenarios.watcher_loop_bound('loop closed')",
+    OK("the op comes back with WatcherClosedError", "r == (['WatcherClosedError'], True)"),
+    isolate=True,
+)
+row(
+    W + ".fileno",
+    "loop-bound (no eventfd)",
+    "scenarios.watcher_loop_bound('fileno')",
+    UnsupportedOperation,
+)
+row(
+    W + ".wait_io_async",
+    "loop-bound, awaited on another loop",
+    "scenarios.watcher_loop_bound('other loop')",
+    RuntimeError,
+)
 for op, args in [
     ("read", ""),
     ("read_timeout", ", None, time.monotonic() + 1"),

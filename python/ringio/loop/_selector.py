@@ -215,6 +215,18 @@ class RingSelector(selectors.BaseSelector):
         self._to_arm.update(self._fd_to_key)
         return ring
 
+    def _watcher_ring(self) -> Any:
+        """The ring a loop-bound ``ringio.Watcher`` shares: this thread's (made now
+        if the loop has not run yet; the loop must then run in this thread)."""
+        if self._closed:
+            raise RuntimeError("the selector is closed")
+        if self._ring is not None and self._ring_thread != threading.get_ident():
+            raise RuntimeError(
+                "this event loop's ring belongs to another thread: create the Watcher "
+                "in the thread that runs the loop"
+            )
+        return self._owned_ring()
+
     def _retire_ring(self) -> None:
         """Closes the current ring; its polls are gone with it."""
         ring, self._ring = self._ring, None
