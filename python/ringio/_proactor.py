@@ -258,11 +258,12 @@ class LoopRingProactor(Proactor):
         ring = self._selector._ring
         if ring is None:
             raise RuntimeError("the event loop's ring is not running")
-        if self._queue or ring.in_flight >= ring.maxevents:
+        if self._queue:
             self._queue.append(op)  # behind those already waiting for room
         else:
             try:
-                ring._stage((op,))
+                if not ring._stage_one(op):
+                    self._queue.append(op)  # the CQ is full: staged after a select
             except OSError as e:
                 self._refused([op], 0, e)
         if watch and self._cancellable(op):
@@ -273,6 +274,24 @@ class LoopRingProactor(Proactor):
         """Called by the selector after each select: stages what waited for room."""
         if self._queue and not self._closed:
             self._submit_queued()
+
+    def _submit_queued(self) -> None:
+        queue = self._queue
+        ring = self._selector._ring
+        while queue and not self._closed and ring is not None:
+            op = queue[0]
+            if op.data.done():  # cancelled before it was staged
+                queue.popleft()
+                continue
+            try:
+                taken = ring._stage_one(op)
+            except OSError as e:
+                queue.popleft()
+                op.data.set_exception(e)
+                continue
+            if not taken:
+                return  # the CQ is full again: after the next select
+            queue.popleft()
 
     def _resolve(self, completions: list[Completion]) -> None:
         if self._loop.is_closed():
@@ -323,6 +342,7 @@ class _SelectorRing:
         return ring.in_flight - len(sel._armed_r) - len(sel._armed_w)
 
     def submit(self, ops: list[Op]) -> int:
+        """Stages what the CQ has room for, from the front; returns that count."""
         return self._ring._stage(ops)
 
     def cancel(self, op: Op) -> Completion | None:
