@@ -211,6 +211,65 @@ class Proactor:
         self._resolve(self._engine.reap())
 
 
+class StagingProactor(Proactor):
+    """The proactor of the uring engine on a ring of its own (any loop but
+    ``ringio.EventLoop``): the same policy as the base class, with the queue in
+    the ring's SQ instead of a Python deque.
+
+    An op is staged into the SQ when it starts (``Ring._stage_one``, which enters
+    the kernel at once while the kernel is short of work: the base class's rule,
+    decided in Rust with no call back per op); what still waits is submitted by one
+    flush at the end of the loop turn (``Ring._submit_staged``). Ops find the deque
+    only when the CQ is full; they are staged after the next wake-up.
+    """
+
+    def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
+        if self._closed:
+            raise ValueError("I/O operation on closed context")
+        fut: asyncio.Future[Any] = op.data
+        if self._queue:
+            self._queue.append(op)  # behind those already waiting for room
+        else:
+            try:
+                where = self._engine._stage_one(op)
+            except OSError as e:
+                self._refused([op], 0, e)
+            else:
+                if where == 0:
+                    self._queue.append(op)  # the CQ is full: after a wake-up
+                elif where == 1 and not self._flush_scheduled:
+                    self._flush_scheduled = True
+                    self._loop.call_soon(self._flush)
+        if watch and self._cancellable(op):
+            fut.add_done_callback(lambda f: self._cancel_in_kernel(f, op))
+        return fut
+
+    # The base class's _flush (end of turn) and _on_completions (after a wake-up)
+    # both come here: stage what waited for room, then submit what the SQ holds.
+    def _submit_queued(self) -> None:
+        if self._closed:
+            return
+        queue = self._queue
+        while queue and not self._closed:
+            op = queue[0]
+            if op.data.done():  # cancelled before it was staged
+                queue.popleft()
+                continue
+            try:
+                where = self._engine._stage_one(op)
+            except OSError as e:
+                queue.popleft()
+                op.data.set_exception(e)
+                continue
+            if where == 0:
+                break  # the CQ is full again: after the next wake-up
+            queue.popleft()
+        try:
+            self._engine._submit_staged()
+        except OSError:
+            pass  # the SQEs stay queued; the next enter submits them or says why
+
+
 class LoopRingProactor(Proactor):
     """The proactor of file ops on ``ringio.EventLoop``: they ride the loop's own ring.
 

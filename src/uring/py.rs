@@ -23,23 +23,26 @@ pub struct Ring {
 }
 
 impl Ring {
-    fn stage(&self, py: Python<'_>, ops: &[Bound<'_, Op>]) -> PyResult<usize> {
+    /// Stages what the CQ has room for (see `_stage`): how many were taken, and
+    /// whether the SQ is empty now (everything reached the kernel).
+    fn stage(&self, py: Python<'_>, ops: &[Bound<'_, Op>]) -> PyResult<(usize, bool)> {
         let mut driver = self.inner.driver();
         let room = (self.inner.capacity() as usize).saturating_sub(driver.in_flight());
         let ops = &ops[..ops.len().min(room)];
         if ops.is_empty() {
-            return Ok(0);
+            return Ok((0, driver.engine.sq_pending() == 0));
         }
         let (tokens, launch) = driver.begin_submit(py, ops)?;
         let staged = driver.finish_submit(py, ops, &tokens, launch.staged())?;
         let waiting = driver.engine.sq_pending() as usize;
         if waiting > 0 && waiting >= driver.in_flight() - waiting {
-            driver
-                .engine
-                .submit_now()
-                .map_err(|e| errors::io_error(py, &e, None))?;
+            // A failure here leaves the SQEs queued: the next enter (a flush, a
+            // wait, the loop's select) submits them or reports the error.
+            if driver.engine.submit_now().is_ok() {
+                return Ok((staged, true));
+            }
         }
-        Ok(staged)
+        Ok((staged, driver.engine.sq_pending() == 0))
     }
 
     /// The driver, for the event loop's native core (`crate::loopcore`), which
@@ -102,12 +105,31 @@ impl Ring {
     /// taken, from the front. Returns how many were taken.
     fn _stage(&self, py: Python<'_>, ops: &Bound<'_, PyAny>) -> PyResult<usize> {
         let ops = crate::pydriver::extract_ops(ops)?;
-        self.stage(py, &ops)
+        Ok(self.stage(py, &ops)?.0)
     }
 
-    /// `_stage([op])` for one op, without the list: True when it was taken.
-    fn _stage_one(&self, py: Python<'_>, op: Bound<'_, Op>) -> PyResult<bool> {
-        Ok(self.stage(py, std::slice::from_ref(&op))? == 1)
+    /// `_stage([op])` for one op, without the list: 0 when it was not taken (the
+    /// CQ is full), 1 when it waits in the SQ for the next enter, 2 when the SQ was
+    /// submitted (nothing waits).
+    fn _stage_one(&self, py: Python<'_>, op: Bound<'_, Op>) -> PyResult<u8> {
+        Ok(match self.stage(py, std::slice::from_ref(&op))? {
+            (0, _) => 0,
+            (_, false) => 1,
+            (_, true) => 2,
+        })
+    }
+
+    /// Submits the SQEs that `_stage` left waiting (one io_uring_enter, none when
+    /// nothing waits).
+    fn _submit_staged(&self, py: Python<'_>) -> PyResult<()> {
+        let mut driver = self.inner.driver();
+        if driver.engine.sq_pending() == 0 {
+            return Ok(());
+        }
+        driver
+            .engine
+            .submit_now()
+            .map_err(|e| errors::io_error(py, &e, None))
     }
 
     /// Waits for at least `min_nr` completions (at most `max_nr`) for up to

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import _core
-from .._proactor import LoopRingProactor, Proactor
+from .._proactor import LoopRingProactor, Proactor, StagingProactor
 from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, write_what_fits
 from .base import check_offset as _check_offset
 
@@ -224,7 +224,9 @@ class UringFileEngine(KernelEngine):
         # Any other loop: a ring of the engine's own, used only from the loop's
         # thread (SINGLE_ISSUER + DEFER_TASKRUN where the kernel has them), whose
         # eventfd the loop watches.
-        super().__init__(loop, _core.Ring(entries, single_issuer=True), lambda op: True)
+        ring = _core.Ring(entries, single_issuer=True)
+        proactor = StagingProactor(ring, weakref.proxy(loop), cancellable=lambda op: True)
+        super().__init__(loop, ring, lambda op: True, proactor)
 
     # Linux 6.18 (at least): io_uring retries a short read of a FUSE file opened in
     # direct_io mode (FOPEN_DIRECT_IO, chosen by the FUSE server) at the read's
