@@ -745,3 +745,87 @@ async def _wait_for_data(proto, want):
     while bytes(proto.data) != want:
         assert len(proto.data) <= len(want)
         await asyncio.sleep(0.005)
+
+
+def test_provided_buffers_go_back_whatever_happens_to_the_batch(loop, run):
+    """Several transports' receives in one CQE batch: the first callback aborts one
+    transport, pauses another and the next raises KeyboardInterrupt. Every provided
+    buffer goes back to the kernel (a leaked one would shrink the pool until the
+    receives starve), and the kept bytes arrive intact."""
+    n = 6
+    size = 100_000  # several 16 KiB buffers per transport
+
+    async def setup():
+        pairs = [await _pair(loop) for _ in range(n)]
+        core = loop._selector._core
+        return pairs, core
+
+    pairs, core = run(setup())
+    protos = [p for p, _ in pairs]
+    data = [_pattern(size + i) for i in range(n)]
+
+    async def warm_up():
+        # The pool provides a small window at first and widens it each time the
+        # kernel runs dry: widen it so that one batch holds every transport's bytes.
+        for _ in range(3):
+            for _, cli in pairs:
+                await loop.sock_sendall(cli, data[0])
+            for p in protos:
+                while len(p.data) < size:
+                    await asyncio.sleep(0.005)
+                p.data.clear()
+
+    run(warm_up())
+    acted = []
+
+    def first(d):
+        if acted:
+            return
+        acted.append(True)
+        me = next(p for p in protos if p.data)
+        others = [p for p in protos if p is not me]
+        others[0].transport.abort()  # its bytes in this batch are dropped
+        others[1].transport.pause_reading()  # kept for resume_reading
+        others[2].on_data = interrupt
+
+    def interrupt(d):
+        raise KeyboardInterrupt
+
+    for p in protos:
+        p.on_data = first
+    for (_, cli), d in zip(pairs, data, strict=True):
+        cli.setblocking(True)
+        cli.sendall(d)  # all of it queued before the loop's next enter
+        cli.setblocking(False)
+
+    async def settle():
+        await asyncio.sleep(0.05)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(settle())
+    aborted = [p for p in protos if p.transport.is_closing()]
+    paused = [p for p in protos if not p.transport.is_reading() and p not in aborted]
+    assert len(aborted) == 1 and len(paused) == 1 and acted
+
+    async def finish():
+        for p in protos:
+            p.on_data = None
+        for p in paused:
+            p.transport.resume_reading()
+        for p, d in zip(protos, data, strict=True):
+            if p in aborted:
+                continue
+            while len(p.data) < len(d):
+                await asyncio.sleep(0.005)
+            assert bytes(p.data) == d
+        for _ in range(200):
+            if core.buffers_out == 0:
+                break
+            await asyncio.sleep(0.005)
+        assert core.buffers_out == 0
+        for p, cli in pairs:
+            if p.transport is not None:
+                p.transport.close()
+            cli.close()
+
+    run(finish())
