@@ -45,11 +45,22 @@ const KIND_SEND: u64 = 1;
 const BGID: u16 = 0x4c;
 /// Up to 1024 x 16 KiB (16 MiB, mapped with MAP_NORESERVE). The buffer ring provides
 /// a small window of the most recently returned buffers (cache-warm), doubled each
-/// time the kernel runs out (ENOBUFS ends the multishot receive, which is re-armed at
-/// the next select); a buffer goes back as soon as its bytes are copied out. (256
-/// buffers in all starved 1,000 connections.)
+/// time the kernel runs out (ENOBUFS ends the multishot receive); a buffer goes back
+/// as soon as its bytes are copied out. (256 buffers in all starved 1,000
+/// connections.)
+///
+/// The window is capped so that one batch's received bytes stay about
+/// `CACHE_BUDGET` (see `Inner::recv_avg`): the kernel fills every buffer of a batch
+/// before the first callback runs, and 100 connections x 100 KiB (10 MiB of
+/// buffers) made every copy out of them a cache miss, where uvloop reads each
+/// socket into the same warm 256 KiB. Transports the window could not serve wait
+/// in `Inner::starved` and are re-armed a few per iteration, as buffers allow.
 const NBUFS: u16 = 1024;
 const BUFSIZE: usize = 16 * 1024;
+/// About the L2 cache of one core here.
+const CACHE_BUDGET: usize = 512 * 1024;
+/// The window never shrinks below this many buffers.
+const MIN_WINDOW: usize = 32;
 /// Writes smaller than this are copied into the queue's tail chunk (one iovec for
 /// many small writes); larger `bytes` are sent from the object itself.
 const COALESCE: usize = 2048;
@@ -145,6 +156,8 @@ struct Conn {
     /// `groups[group]` holds this transport's receives of CQE batch `group_batch`.
     group_batch: u64,
     group: usize,
+    /// In `Inner::starved`, waiting for buffers.
+    starved: bool,
     high: usize,
     low: usize,
     dirty: bool,
@@ -359,6 +372,14 @@ struct Inner {
     /// Transports resumed with a backlog: delivered at the next select.
     resumed: Vec<u32>,
     batch: u64,
+    /// Moving averages (x16) of the bytes per receive CQE and of the buffers one
+    /// transport took per batch: they size the window and the starved re-arms.
+    recv_avg: usize,
+    bufs_avg: usize,
+    /// Transports whose receive ended with ENOBUFS, in order: re-armed by `flush`
+    /// as many at a time as the free buffers can serve. Re-arming all of them at
+    /// once made 1,000 connections fail again, one wasted SQE and CQE each.
+    starved: VecDeque<(u32, u32)>,
     ring: Option<Py<Ring>>,
     /// Side CQEs not yet processed (a KeyboardInterrupt stopped the last batch).
     pending: Vec<RawCompletion>,
@@ -456,6 +477,7 @@ impl LoopCore {
     /// Pushes the SQEs that dirty transports need: arm or cancel the receive, send
     /// the queue, cancel what a released transport left in flight.
     fn flush(inner: &mut Inner, engine: &mut crate::uring::UringEngine) -> std::io::Result<()> {
+        Self::unstarve(inner, engine);
         let dirty = std::mem::take(&mut inner.dirty);
         let mut result = Ok(());
         for slot in dirty {
@@ -466,7 +488,7 @@ impl LoopCore {
             let gen = c.gen;
             let fd = types::Fd(c.fd);
             let stop = c.released || c.lost;
-            if c.reading && !stop && c.recv == Recv::Off && !c.recv_done {
+            if c.reading && !stop && c.recv == Recv::Off && !c.recv_done && !c.starved {
                 if let Err(e) = engine.ensure_bufring(NBUFS, BUFSIZE, BGID) {
                     result = Err(e);
                     continue;
@@ -538,6 +560,34 @@ impl LoopCore {
         result
     }
 
+    /// Lets starved transports re-arm (marks them dirty): as many as the buffers
+    /// now in the ring can serve at the recent buffers-per-transport rate, and at
+    /// least one, so every starved transport gets its turn.
+    fn unstarve(inner: &mut Inner, engine: &crate::uring::UringEngine) {
+        if inner.starved.is_empty() {
+            return;
+        }
+        let available = engine.bufring.as_ref().map_or(0, |br| br.available);
+        let per = inner.bufs_avg.div_ceil(16).max(1);
+        let mut budget = (available / per).max(1);
+        while budget > 0 {
+            let Some((slot, gen)) = inner.starved.pop_front() else {
+                break;
+            };
+            let Some(c) = inner.conn(slot, gen) else {
+                continue;
+            };
+            if !c.starved {
+                continue;
+            }
+            c.starved = false;
+            if c.reading && !c.released && !c.lost {
+                budget -= 1;
+            }
+            inner.mark(slot);
+        }
+    }
+
     /// Turns side CQEs into actions (under the lock; no Python code runs here).
     fn absorb(
         inner: &mut Inner,
@@ -550,6 +600,23 @@ impl LoopCore {
         let batch = inner.batch;
         let mut groups: Vec<Group> = Vec::new();
         Self::absorb_cqes(inner, py, engine, cqes, actions, batch, &mut groups);
+        let (bufs, bytes) = groups.iter().fold((0, 0), |(b, n), g| {
+            (b + g.2.len(), n + g.2.iter().map(|s| s.1).sum::<usize>())
+        });
+        if let Some(recv) = (bytes * 16).checked_div(bufs) {
+            // Moving averages over batches (x16 fixed point, weight 1/8), started
+            // at the first batch's figures. (bufs > 0: there is a group.)
+            let per = bufs * 16 / groups.len();
+            if inner.recv_avg == 0 {
+                (inner.recv_avg, inner.bufs_avg) = (recv, per);
+            }
+            inner.recv_avg = (inner.recv_avg * 7 + recv) / 8;
+            inner.bufs_avg = (inner.bufs_avg * 7 + per) / 8;
+            if let Some(br) = engine.bufring.as_mut() {
+                let per_buf = (inner.recv_avg / 16).max(1);
+                br.set_cap((CACHE_BUDGET / per_buf).max(MIN_WINDOW));
+            }
+        }
         for (slot, at, segs) in groups {
             if let Action::Data(s, _, p) = &mut actions[at] {
                 debug_assert_eq!(*s, slot);
@@ -633,6 +700,7 @@ impl LoopCore {
                         br.refill();
                     }
                     let deferred = conn.data_batch == batch;
+                    let mut starved = false;
                     match -res {
                         0 => {
                             conn.recv_done = true;
@@ -644,10 +712,14 @@ impl LoopCore {
                         }
                         libc::ECANCELED => {}
                         libc::ENOBUFS => {
-                            // The provided window ran dry: widen it (the receive is
-                            // re-armed at the next select).
+                            // The provided window ran dry: widen it (up to its cap)
+                            // and wait for buffers (see `unstarve`).
                             if let Some(br) = engine.bufring.as_mut() {
                                 br.grow();
+                            }
+                            if live && !conn.starved {
+                                conn.starved = true;
+                                starved = true;
                             }
                         }
                         e => {
@@ -661,6 +733,9 @@ impl LoopCore {
                     }
                     if live && deferred && res != -libc::ECANCELED && res != -libc::ENOBUFS {
                         inner.resumed.push(slot);
+                    }
+                    if starved {
+                        inner.starved.push_back((slot, gen));
                     }
                 }
                 if !c.more {
@@ -1217,6 +1292,7 @@ impl LoopCore {
             data_batch: 0,
             group_batch: 0,
             group: 0,
+            starved: false,
             high: 64 * 1024,
             low: 16 * 1024,
             dirty: false,
@@ -1458,6 +1534,20 @@ impl LoopCore {
         with_bufring(ring.as_ref(), |br| {
             br.map_or(0, |br| usize::from(br.nbufs) - br.free())
         })
+    }
+
+    /// Buffers the provided window holds when topped up (tests).
+    #[getter]
+    fn buffer_window(&self, py: Python<'_>) -> usize {
+        let ring = self.lock().ring.as_ref().map(|r| r.clone_ref(py));
+        with_bufring(ring.as_ref(), |br| br.map_or(0, |br| br.target()))
+    }
+
+    /// Transports waiting for buffers to re-arm their receive (tests).
+    #[getter]
+    fn starved(&self) -> usize {
+        let inner = self.lock();
+        inner.conns.iter().flatten().filter(|c| c.starved).count()
     }
 
     /// Slots still waiting for the kernel after release (tests).

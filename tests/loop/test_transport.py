@@ -829,3 +829,79 @@ def test_provided_buffers_go_back_whatever_happens_to_the_batch(loop, run):
             cli.close()
 
     run(finish())
+
+
+def test_starved_receives_are_served_in_turn(loop, run):
+    """Large messages on many connections: the provided window stays about one
+    L2 cache (32 x 16 KiB), so most receives run dry (ENOBUFS) and wait to be
+    re-armed a few at a time. Every byte still arrives, in order, also on
+    transports paused, resumed or aborted while they waited; small messages then
+    widen the window again."""
+    n = 40
+    size = 300_000
+
+    async def main():
+        pairs = [await _pair(loop) for _ in range(n)]
+        core = loop._selector._core
+        protos = [p for p, _ in pairs]
+        data = [_pattern(size + i) for i in range(n)]
+        paused = protos[1::4]
+        aborted = protos[2::8]
+        starved_seen = []
+
+        def on_data_for(p):
+            def on_data(d):
+                starved_seen.append(core.starved)
+                if p in paused and p.transport.is_reading():
+                    p.transport.pause_reading()
+                if p in aborted and not p.transport.is_closing():
+                    p.transport.abort()
+
+            return on_data
+
+        for p in protos:
+            p.on_data = on_data_for(p)
+        for (_, cli), d in zip(pairs, data, strict=True):
+            cli.setblocking(True)
+            cli.sendall(d[: size // 2])  # fits the socket buffers: no deadlock
+            cli.setblocking(False)
+        rest = [
+            asyncio.ensure_future(loop.sock_sendall(cli, d[size // 2 :]))
+            for (_, cli), d in zip(pairs, data, strict=True)
+        ]
+        await asyncio.sleep(0.2)
+        assert max(starved_seen) > n // 2  # most of them waited for buffers
+        assert core.buffer_window <= 64
+        for p in paused:
+            assert not p.transport.is_reading()
+            p.transport.resume_reading()
+        for p, d in zip(protos, data, strict=True):
+            if p in aborted:
+                continue
+            while len(p.data) < len(d):
+                await asyncio.sleep(0.005)
+            assert bytes(p.data) == d
+        for t in rest:
+            try:
+                await t
+            except OSError:
+                pass  # the aborted ones
+        assert core.starved == 0 and core.buffers_out == 0
+        # Many small receives per batch: the window widens past the cap again.
+        for p in protos:
+            p.on_data = None
+        live = [(p, cli) for p, cli in pairs if p not in aborted]
+        for _ in range(20):
+            for p, cli in live:
+                p.data.clear()
+                cli.send(b"x" * 500)
+            for p, _ in live:
+                while len(p.data) < 500:
+                    await asyncio.sleep(0.001)
+        assert core.buffer_window > 32
+        for p, cli in pairs:
+            if not p.transport.is_closing():
+                p.transport.close()
+            cli.close()
+
+    run(main(), timeout=30)
