@@ -110,7 +110,6 @@ class RingSelector(selectors.BaseSelector):
     loop is often created in one thread and run in another.
     """
 
-
     def __init__(self, entries: int = 256) -> None:
         self._entries = entries
         self._fd_to_key: dict[int, selectors.SelectorKey] = {}
