@@ -29,7 +29,8 @@ use std::time::Duration;
 use io_uring::{cqueue, opcode, types};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyWeakrefReference};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyType, PyWeakrefReference};
 
 use crate::buffers::View;
 use crate::engine::{Engine, RawCompletion, Submitted};
@@ -38,6 +39,8 @@ use crate::net::bufring::BufRing;
 use crate::op::{Completion, Op};
 use crate::uring::py::Ring;
 use crate::uring::{INTERNAL_TOKEN, SIDE_BIT};
+
+static ASYNCIO_FUTURE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 const KIND_RECV: u64 = 0;
 const KIND_SEND: u64 = 1;
@@ -1126,6 +1129,8 @@ impl LoopCore {
             driver.check_open()?;
             driver.check_caller(py)?;
             let flush_err = Self::flush(&mut inner, &mut driver.engine).err();
+            // A loop-bound Watcher's own wait may have reaped for us meanwhile.
+            let block = block && !driver.engine.has_backlog();
             let tokens = if ops.is_empty() {
                 Vec::new()
             } else {
@@ -1154,7 +1159,7 @@ impl LoopCore {
                 _ => enter_err = Some(e),
             },
         }
-        let (raw, mut side) = {
+        let (raw, mut side, wakers) = {
             let mut driver = pydriver.driver();
             if !ops.is_empty() {
                 let done = Submitted {
@@ -1172,7 +1177,7 @@ impl LoopCore {
             }
             let mut side = std::mem::take(&mut self.lock().pending);
             driver.engine.take_side(&mut side);
-            (raw, side)
+            (raw, side, driver.engine.take_signalled(py))
         };
         let (mut results, resumed) = {
             let mut inner = self.lock();
@@ -1183,7 +1188,10 @@ impl LoopCore {
                 std::mem::take(&mut inner.resumed),
             )
         };
-        results.extend(pydriver.finish(py, &raw)?);
+        // File ops (`ringio._engines`' loop-ring proactor) carry an asyncio future:
+        // settled here, as the eventfd proactor's resolve_futures() does elsewhere.
+        let future_type = ASYNCIO_FUTURE.import(py, "asyncio", "Future")?;
+        results.extend(pydriver.finish_settling(py, &raw, Some(future_type))?);
         // The transports' completions: actions under the lock, then the callbacks.
         let mut actions = Vec::with_capacity(side.len());
         if !side.is_empty() {
@@ -1194,10 +1202,23 @@ impl LoopCore {
         }
         let mut it = actions.into_iter();
         let mut failure = None;
-        for a in it.by_ref() {
-            if let Err(e) = self.run(py, a) {
-                failure = Some(e);
-                break;
+        // Loop-bound Watchers with new completions: their wakers only resolve the
+        // future a `wait_io_async` awaits (they process the CQEs when it resumes).
+        for w in wakers {
+            if let Err(e) = w.call0(py) {
+                if is_fatal(py, &e) {
+                    failure.get_or_insert(e);
+                } else {
+                    e.write_unraisable(py, None);
+                }
+            }
+        }
+        if failure.is_none() {
+            for a in it.by_ref() {
+                if let Err(e) = self.run(py, a) {
+                    failure = Some(e);
+                    break;
+                }
             }
         }
         if failure.is_none() {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyType;
 
 use crate::engine::{Driver, Engine, RawCompletion, Waiter};
 use crate::errors;
@@ -27,7 +28,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn extract_ops<'py>(ops: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, Op>>> {
+pub(crate) fn extract_ops<'py>(ops: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, Op>>> {
     ops.try_iter()
         .map_err(|_| PyTypeError::new_err("submit() takes a list of ops"))?
         .map(|item| {
@@ -229,11 +230,30 @@ impl<E: Engine> PyDriver<E> {
     /// an interrupted wait or by close().
     pub fn resolve_futures(&self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
         let (mut left, raw) = self.take_ready(py)?;
-        let (done, released) = self.driver().complete(py, &raw);
+        left.extend(self.finish_settling(py, &raw, None)?);
+        Ok(left)
+    }
+
+    /// Like `finish`, but settles the future of each op whose `data` is one (see
+    /// `resolve_futures`) and returns only the other completions. With
+    /// `future_type`, only `data` of that type is taken for a future (the loop's
+    /// ring also carries polls and callbacks, which must not be duck-typed).
+    pub(crate) fn finish_settling(
+        &self,
+        py: Python<'_>,
+        raw: &[RawCompletion],
+        future_type: Option<&Bound<'_, PyType>>,
+    ) -> PyResult<Vec<Py<Completion>>> {
+        let (done, released) = self.driver().complete(py, raw);
         // Dropped outside the lock: releasing a buffer view can run Python code.
         drop(released);
+        let mut left = Vec::new();
         for (op, c) in done {
-            if !settle_future(py, op.get(), c.res).unwrap_or(false) {
+            let is_future = match future_type {
+                Some(t) => op.get().data.bind(py).is_instance(t).unwrap_or(false),
+                None => true,
+            };
+            if !is_future || !settle_future(py, op.get(), c.res).unwrap_or(false) {
                 left.push(Py::new(
                     py,
                     Completion {

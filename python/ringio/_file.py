@@ -313,6 +313,15 @@ class AsyncFileIO(_Base):
         self._pos = pos + got
         return bytes(memoryview(bounce)[pos - start : pos - start + got])
 
+    async def _direct_pread(self, n: int, offset: int) -> bytes:
+        """Reads up to `n` bytes at `offset` through an aligned bounce buffer, with
+        no lock and no position: the bounce buffer is this read's own."""
+        start, end = self._aligned_span(offset, n)
+        bounce = AlignedBuffer(end - start, max(self._mem_align, self._off_align))
+        got = await self._eng.pread(self._fd, bounce, start, self._hint)
+        got = max(0, min(got - (offset - start), n))
+        return bytes(memoryview(bounce)[offset - start : offset - start + got])
+
     async def _direct_write(self, data: Any) -> int:
         """Writes `data` at the position through an aligned bounce buffer: the
         partial blocks at either end are read first, and a file that grew by padding
@@ -688,13 +697,9 @@ class AsyncFileIO(_Base):
                 await self._settle()
                 await self._flush_locked()
         if self._direct:
-            async with self._lock:
-                saved = self._pos
-                self._pos = offset
-                try:
-                    return await self._direct_read(n)
-                finally:
-                    self._pos = saved
+            # Positional: no lock, so concurrent preads of an O_DIRECT file keep the
+            # device's queue as deep as the caller's concurrency.
+            return await self._direct_pread(n, offset)
         return await self._eng.pread_bytes(self._fd, n, offset, self._hint)
 
     async def pwrite(self, data: Any, offset: int) -> int:
@@ -705,6 +710,13 @@ class AsyncFileIO(_Base):
             raise TypeError("a bytes-like object is required, not 'str'")
         if offset < 0:
             raise ValueError("negative offset")
+        if self._direct and not (self._wbuf or self._pending or self._rbuf):
+            mv = memoryview(data).cast("B")
+            if offset % self._off_align == 0 and mv.nbytes % self._off_align == 0 and mv:
+                # Whole blocks: nothing to read back or truncate, so no lock either.
+                bounce = AlignedBuffer(mv.nbytes, max(self._mem_align, self._off_align))
+                memoryview(bounce)[:] = mv
+                return await self._eng.pwrite(self._fd, bounce, offset, self._hint)
         async with self._lock:
             await self._settle()
             await self._flush_locked()

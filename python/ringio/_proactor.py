@@ -209,3 +209,145 @@ class Proactor:
                 fut.cancel()
         self._engine.close()
         self._resolve(self._engine.reap())
+
+
+class LoopRingProactor(Proactor):
+    """The proactor of file ops on ``ringio.EventLoop``: they ride the loop's own ring.
+
+    An op is staged into the ring's submission queue when it starts (no syscall);
+    the loop's next ``select()`` submits it in the same ``io_uring_enter`` that
+    waits, and settles its future from Rust when the completion comes back. So
+    there is no eventfd, no reader callback and no end-of-turn flush: one syscall
+    per loop iteration for everything. Completions the core left alone (a future
+    already cancelled, or completions reaped after a cancel or at close) come back
+    through ``RingSelector._set_file_proactor`` to ``_resolve``, which also answers
+    ``settled()``; the selector keeps the ``settled()`` waiters, so that an engine
+    made again for the same loop still answers those of the one before it.
+
+    Back-pressure: no more ops are staged than the CQ holds (``maxevents``) beyond
+    those in flight; the rest wait here and are staged after the next select.
+    Cancellation is the base class's: the ring's async cancel, the op's buffers
+    owned by the ring until its completion arrives.
+    """
+
+    def __init__(
+        self,
+        selector: Any,
+        loop: asyncio.AbstractEventLoop,
+        cancellable: Callable[[Op], bool] = lambda op: False,
+    ) -> None:
+        self._selector = selector
+        self._engine = _SelectorRing(selector)
+        self._loop = loop
+        self._cancellable = cancellable
+        self._queue = deque()
+        self._flush_scheduled = False
+        self._closed = False
+        self._settled = selector.settled_waiters
+        selector._set_file_proactor(self)
+
+    @property
+    def ring(self) -> _SelectorRing:
+        """The loop's ring, as the engine's kernel queue (``in_flight``, ...)."""
+        return self._engine
+
+    def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
+        if self._closed:
+            raise ValueError("I/O operation on closed context")
+        fut: asyncio.Future[Any] = op.data
+        ring = self._selector._ring
+        if ring is None:
+            raise RuntimeError("the event loop's ring is not running")
+        if self._queue:
+            self._queue.append(op)  # behind those already waiting for room
+        else:
+            try:
+                if not ring._stage_one(op):
+                    self._queue.append(op)  # the CQ is full: staged after a select
+            except OSError as e:
+                self._refused([op], 0, e)
+        if watch and self._cancellable(op):
+            fut.add_done_callback(lambda f: self._cancel_in_kernel(f, op))
+        return fut
+
+    def after_select(self) -> None:
+        """Called by the selector after each select: stages what waited for room."""
+        if self._queue and not self._closed:
+            self._submit_queued()
+
+    def _submit_queued(self) -> None:
+        queue = self._queue
+        ring = self._selector._ring
+        while queue and not self._closed and ring is not None:
+            op = queue[0]
+            if op.data.done():  # cancelled before it was staged
+                queue.popleft()
+                continue
+            try:
+                taken = ring._stage_one(op)
+            except OSError as e:
+                queue.popleft()
+                op.data.set_exception(e)
+                continue
+            if not taken:
+                return  # the CQ is full again: after the next select
+            queue.popleft()
+
+    def _resolve(self, completions: list[Completion]) -> None:
+        if self._loop.is_closed():
+            # Final completions of the loop's close (the ring's shutdown): nobody
+            # can await these futures any more, and settling one would schedule
+            # its callbacks on the closed loop. The buffers are released already.
+            return
+        super()._resolve(completions)
+
+    def close(self) -> None:
+        """Cancels the ops still waiting for room. Those already on the ring are
+        the loop's: they complete, and their futures are settled, as the loop runs
+        (and are cancelled by the kernel when the loop closes)."""
+        if self._closed:
+            return
+        self._closed = True
+        while self._queue:
+            fut = self._queue.popleft().data
+            if not fut.done():
+                fut.cancel()
+
+
+class _SelectorRing:
+    """The ``Engine`` face of the loop's ring, for the base class's submit logic."""
+
+    def __init__(self, selector: Any) -> None:
+        self._selector = selector
+
+    @property
+    def _ring(self) -> Any:
+        ring = self._selector.ring
+        if ring is None:
+            raise RuntimeError("the event loop's ring is not running")
+        return ring
+
+    @property
+    def maxevents(self) -> int:
+        return self._ring.maxevents
+
+    @property
+    def in_flight(self) -> int:
+        """Ops in flight on the ring other than the selector's polls (file ops,
+        and the loop's own ``sock_*`` ops, rare: those try the syscall first)."""
+        sel = self._selector
+        ring = sel.ring
+        if ring is None:
+            return 0
+        return ring.in_flight - len(sel._armed_r) - len(sel._armed_w)
+
+    def submit(self, ops: list[Op]) -> int:
+        """Stages what the CQ has room for, from the front; returns that count."""
+        return self._ring._stage(ops)
+
+    def cancel(self, op: Op) -> Completion | None:
+        self._selector.cancel_op(op)
+        return None
+
+    def close(self) -> None:
+        """Nothing to do: the ring is the loop's, closed with the loop's selector."""

@@ -3,7 +3,8 @@
 You submit operations on sockets (``read``, ``write``, ``accept``, ``connect``, ...);
 each completes exactly once, and its :class:`OpResult` comes back from
 :meth:`Watcher.wait_io` (blocking, GIL released) or :meth:`Watcher.wait_io_async`
-(asyncio, any loop). See ``docs/watcher.md`` for the design and the rules.
+(asyncio). Created while a ``ringio.EventLoop`` runs in the thread, a Watcher shares
+that loop's ring (``loop=``). See ``docs/watcher.md`` for the design and the rules.
 
 Deadlines are **absolute** ``time.monotonic()`` values (gaio's are absolute times too):
 ``watcher.read_timeout(ctx, sock, buf, time.monotonic() + 5)``.
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import io
 import socket
+import threading
 import weakref
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,6 +32,8 @@ from ._core import (
     WatcherClosedError,
     WatcherCore,
 )
+from .loop._loop import EventLoop
+from .loop._selector import RingSelector
 
 __all__ = [
     "OP_ACCEPT",
@@ -87,9 +92,24 @@ class Watcher:
 
     A Watcher belongs to the thread that created it (its ring is SINGLE_ISSUER);
     run one Watcher per thread for several cores.
+
+    ``loop``: which ring the Watcher runs on. ``None`` (the default): the ring of the
+    ``ringio.EventLoop`` running in this thread if there is one, else a ring of its
+    own. A ``ringio.EventLoop``: that loop's ring (the loop must run in this thread).
+    ``True``: the running ``ringio.EventLoop``'s ring, or ``RuntimeError``.
+    ``False``: always a ring of its own. On a loop's ring the Watcher's operations
+    are submitted and completed by the loop's own ``io_uring_enter`` (no eventfd, no
+    second ring); see ``docs/watcher.md`` for the rules.
     """
 
-    def __init__(self, bufsize: int = 65536, *, nbufs: int = 256, entries: int = 4096) -> None:
+    def __init__(
+        self,
+        bufsize: int = 65536,
+        *,
+        nbufs: int = 256,
+        entries: int = 4096,
+        loop: asyncio.AbstractEventLoop | bool | None = None,
+    ) -> None:
         for name, value in (("bufsize", bufsize), ("nbufs", nbufs), ("entries", entries)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an int, not {type(value).__name__}")
@@ -108,7 +128,21 @@ class Watcher:
                 watcher._track(conn, handle)
             return conn
 
-        self._core = WatcherCore(make_conn, bufsize, nbufs, entries)
+        bound = _loop_to_share(loop)
+        self._loop: EventLoop | None = bound
+        if bound is None:
+            self._core = WatcherCore(make_conn, bufsize, nbufs, entries)
+        else:
+            selector: RingSelector = bound._selector  # type: ignore[assignment]
+
+            def wake() -> None:
+                # Called by the loop's select when completions for us were reaped.
+                watcher = self_ref()
+                if watcher is not None:
+                    watcher._wake()
+
+            ring = selector._watcher_ring()
+            self._core = WatcherCore(make_conn, bufsize, nbufs, entries, ring, wake)
         self.bufsize = bufsize
         self._conns: dict[int, _ConnRef] = {}
         self._dead: list[int] = []
@@ -248,25 +282,42 @@ class Watcher:
 
     def fileno(self) -> int:
         """An eventfd that becomes readable when completions may be waiting.
-        Raises :class:`WatcherClosedError` after ``close()``."""
+        Raises :class:`WatcherClosedError` after ``close()``, and
+        ``io.UnsupportedOperation`` on a loop-bound Watcher (it has no eventfd)."""
         if self._core.closed:
             raise WatcherClosedError(errno.EBADF, "the Watcher is closed")
+        if self._loop is not None:
+            raise io.UnsupportedOperation(
+                "a loop-bound Watcher has no eventfd: its completions arrive through "
+                "its event loop's select() (await wait_io_async() there)"
+            )
         return self._core.fileno()
 
     def _on_readable(self) -> None:
         self._core.drain_eventfd()
+        self._wake()
+
+    def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
     async def wait_io_async(self) -> list[OpResult]:
-        """``wait_io`` for asyncio: waits on the ring's eventfd with
-        ``loop.add_reader`` (any loop), so the loop keeps running meanwhile."""
+        """``wait_io`` for asyncio, so the loop keeps running meanwhile. On its own
+        ring the Watcher waits on the ring's eventfd with ``loop.add_reader`` (any
+        loop); a loop-bound Watcher is woken by its loop's select (awaiting it on
+        another loop raises ``RuntimeError``)."""
         results = self._poll()
         if results:
             return results
         loop = asyncio.get_running_loop()
-        if self._reader_loop is not loop:
+        if self._loop is not None:
+            if loop is not self._loop:
+                raise RuntimeError(
+                    f"this Watcher shares the ring of {self._loop!r}: await it on that "
+                    "loop (or create it with loop=False)"
+                )
+        elif self._reader_loop is not loop:
             if self._reader_loop is not None and not self._reader_loop.is_closed():
                 self._reader_loop.remove_reader(self.fileno())
             loop.add_reader(self.fileno(), self._on_readable)
@@ -324,6 +375,11 @@ class Watcher:
         return self._core.closed
 
     @property
+    def loop(self) -> EventLoop | None:
+        """The ``ringio.EventLoop`` whose ring this Watcher shares (None: its own)."""
+        return self._loop
+
+    @property
     def connections(self) -> int:
         """Sockets the Watcher holds (a dup each)."""
         return self._core.connections
@@ -342,6 +398,46 @@ class Watcher:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.connections} connections"
         return f"<ringio.Watcher {state}>"
+
+
+def _loop_to_share(loop: Any) -> EventLoop | None:
+    """The ringio.EventLoop whose ring a new Watcher shares, per ``loop=`` (see
+    ``Watcher``), or None for a ring of its own."""
+    if loop is False:
+        return None
+    if loop is None or loop is True:
+        running = asyncio._get_running_loop()
+        if isinstance(running, EventLoop) and isinstance(running._selector, RingSelector):
+            target: EventLoop = running
+        elif loop is True:
+            raise RuntimeError(
+                "Watcher(loop=True) needs a running ringio.EventLoop in this thread"
+            )
+        else:
+            return None
+    elif isinstance(loop, EventLoop):
+        target = loop
+        if target.is_closed():
+            raise RuntimeError("the event loop is closed")
+        if not isinstance(target._selector, RingSelector):
+            raise TypeError("this ringio.EventLoop has no RingSelector: no ring to share")
+    elif isinstance(loop, asyncio.AbstractEventLoop):
+        raise TypeError(
+            f"only a ringio.EventLoop's ring can be shared, not {type(loop).__name__}'s "
+            "(loop=False: a ring of the Watcher's own, which works on any loop)"
+        )
+    else:
+        raise TypeError(
+            f"loop must be a ringio.EventLoop, True, False or None, not {type(loop).__name__}"
+        )
+    if target.is_closed():
+        raise RuntimeError("the event loop is closed")
+    thread = getattr(target, "_thread_id", None)
+    if target.is_running() and thread != threading.get_ident():
+        raise RuntimeError(
+            "the event loop runs in another thread: create the Watcher in that thread"
+        )
+    return target
 
 
 def _deadline(deadline: Any) -> float:

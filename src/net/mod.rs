@@ -12,6 +12,7 @@
 
 mod addr;
 pub(crate) mod bufring;
+pub(crate) mod ring;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -21,14 +22,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use io_uring::{cqueue, opcode, squeue, types};
 use pyo3::exceptions::{PyBufferError, PyEOFError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::buffers::View;
+use crate::uring::py::Ring;
 use addr::SockAddr;
 use bufring::{BufRing, PoolMem};
+use ring::WRing;
 
 pyo3::create_exception!(
     _core,
@@ -52,7 +55,10 @@ const TAG_OP: u64 = 0;
 const TAG_TIMEOUT: u64 = 1;
 const TAG_MSHOT: u64 = 2;
 const TAG_INTERNAL: u64 = 3;
-const BGID: u16 = 0;
+/// Bits of a connection's generation in a multishot's user_data (which must fit
+/// the 50 bits a loop-bound Watcher has): a stale CQE is recognised as long as its
+/// slot was not reused 2^18 times meanwhile.
+const GEN_BITS: u32 = 18;
 const MAX_RW: usize = 0x7fff_f000;
 /// Accepted connections a listener may hold unclaimed (no accept() pending) before
 /// the watcher stops its multishot accept; the kernel's listen backlog takes over.
@@ -379,30 +385,6 @@ fn on(sqe: squeue::Entry, fixed: bool) -> squeue::Entry {
     }
 }
 
-const IORING_REGISTER_FILE_ALLOC_RANGE: u32 = 25;
-
-/// Restricts the kernel's direct-descriptor allocator to [off, off + len).
-fn file_alloc_range(ring_fd: RawFd, off: u32, len: u32) -> io::Result<()> {
-    #[repr(C)]
-    struct Range {
-        off: u32,
-        len: u32,
-        resv: u64,
-    }
-    let r = Range { off, len, resv: 0 };
-    // SAFETY: `r` is a valid io_uring_file_index_range that outlives the call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_io_uring_register,
-            ring_fd,
-            IORING_REGISTER_FILE_ALLOC_RANGE,
-            &r as *const Range,
-            0u32,
-        )
-    };
-    crate::sys::cvt(rc).map(drop)
-}
-
 fn timespec(deadline: f64) -> types::Timespec {
     let d = deadline.max(0.0);
     let secs = d.trunc() as u64;
@@ -420,51 +402,20 @@ fn monotonic() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-/// io_uring_enter: submit `to_submit`, wait for `min_complete` CQEs (GETEVENTS) for at
-/// most `timeout` (EXT_ARG). EINTR/ETIME are returned to the caller.
-fn enter(
-    ring_fd: RawFd,
-    to_submit: u32,
-    min_complete: u32,
-    timeout: Option<Duration>,
-) -> io::Result<usize> {
-    crate::uring::enter(
-        ring_fd,
-        to_submit,
-        min_complete,
-        crate::uring::IORING_ENTER_GETEVENTS,
-        timeout,
-    )
-}
-
-fn build_ring(entries: u32) -> io::Result<(IoUring, bool)> {
-    let mut last = None;
-    for attempt in 0..3 {
-        let mut b = IoUring::builder();
-        b.setup_submit_all().setup_clamp().setup_cqsize(entries * 4);
-        let defer = attempt == 0;
-        if defer {
-            b.setup_single_issuer().setup_defer_taskrun();
-        } else if attempt == 1 {
-            b.setup_coop_taskrun();
-        }
-        match b.build(entries) {
-            Ok(r) => return Ok((r, defer)),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL)))
-}
-
 /// The native Watcher. Used through `ringio.Watcher`, which maps sockets to
 /// connection ids and wraps accepted fds into socket objects.
 #[pyclass(module = "ringio._core", name = "WatcherCore")]
 pub struct WatcherCore {
-    ring: Option<IoUring>,
-    eventfd: OwnedFd,
+    /// Its own ring, or the event loop's (`ring::WRing`); None once closed.
+    ring: Option<WRing>,
     owner: std::thread::ThreadId,
-    defer: bool,
+    /// Only the owner thread may use the ring (SINGLE_ISSUER, or the loop's ring).
+    one_thread: bool,
+    /// Bound to an event loop's ring (fixed at creation).
+    on_loop: bool,
+    /// Why later calls fail with WatcherClosedError.
+    closed_why: &'static str,
+    bgid: u16,
     pool: Option<BufRing>,
     mshot_recv_ok: bool,
     bufsize: usize,
@@ -491,11 +442,6 @@ pub struct WatcherCore {
     closed: bool,
     sock_factory: Py<PyAny>,
     cqes: Vec<(u64, i32, u32)>,
-    /// Fixed-file slots [0, fixed_cap) are ours to register sockets in; the rest of
-    /// the table is the kernel's range for direct accepts.
-    fixed_cap: u32,
-    fixed_next: u32,
-    fixed_free: Vec<u32>,
 }
 
 fn os_err(e: io::Error) -> PyErr {
@@ -503,25 +449,37 @@ fn os_err(e: io::Error) -> PyErr {
 }
 
 impl WatcherCore {
-    fn ring(&mut self) -> &mut IoUring {
+    fn ring(&mut self) -> &mut WRing {
         self.ring
             .as_mut()
             .expect("ring is open while the watcher is not closed")
     }
 
-    fn check(&self) -> PyResult<()> {
+    fn check(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.check_loop(py);
         if self.closed {
-            return Err(WatcherClosedError::new_err((
-                libc::EBADF,
-                "the Watcher is closed",
-            )));
+            return Err(WatcherClosedError::new_err((libc::EBADF, self.closed_why)));
         }
-        if self.defer && std::thread::current().id() != self.owner {
-            return Err(PyRuntimeError::new_err(
-                "a Watcher can only be used from the thread that created it",
-            ));
+        if self.one_thread && std::thread::current().id() != self.owner {
+            return Err(PyRuntimeError::new_err(if self.on_loop {
+                "a loop-bound Watcher can only be used from the thread whose event loop \
+                 ring it shares (the thread that created it)"
+            } else {
+                "a Watcher can only be used from the thread that created it"
+            }));
         }
         Ok(())
+    }
+
+    /// The event loop closed the ring this Watcher shares: the kernel has given
+    /// back every op (the loop waited for them), so the Watcher closes too; its
+    /// pending ops come back from one last wait_io with WatcherClosedError.
+    fn check_loop(&mut self, py: Python<'_>) {
+        if !self.closed && self.ring.as_ref().is_some_and(WRing::is_dead) {
+            self.closed_why = "the Watcher's event loop closed the ring they shared \
+                               (the loop was closed, or moved to another thread)";
+            self.shutdown(py);
+        }
     }
 
     fn conn(&mut self, cid: u64) -> Option<&mut Conn> {
@@ -550,50 +508,22 @@ impl WatcherCore {
 
     /// Pushes SQEs, entering the kernel to make room when the SQ is full.
     fn push(&mut self, sqes: &[squeue::Entry]) -> io::Result<()> {
-        loop {
-            {
-                let ring = self.ring();
-                let mut sq = ring.submission();
-                if sq.capacity() - sq.len() >= sqes.len() {
-                    for sqe in sqes {
-                        // SAFETY: every pointer in these SQEs (buffers, timespecs, msghdrs,
-                        // addresses) lives in a boxed op, a pinned buffer export or the
-                        // buffer ring, all kept until the SQE's final CQE is reaped.
-                        unsafe { sq.push(sqe) }.expect("SQ has room");
-                    }
-                    break;
-                }
-            }
-            self.submit_now()?;
-        }
+        let ring = self.ring.as_mut().expect("open");
+        ring.push(sqes, &mut self.cqes)?;
         self.inflight += sqes.len();
         Ok(())
     }
 
     fn submit_now(&mut self) -> io::Result<()> {
-        let ring = self.ring();
-        loop {
-            match ring.submit() {
-                Ok(_) => return Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {
-                    // CQ overflowing: drain it (the CQEs are processed later).
-                    self.collect_cqes();
-                    return Ok(());
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        let ring = self.ring.as_mut().expect("open");
+        ring.submit(&mut self.cqes)
     }
 
-    /// Moves every visible CQE into `self.cqes` (handled by `process`).
+    /// Moves every CQE available without a syscall into `self.cqes` (handled by
+    /// `process`).
     fn collect_cqes(&mut self) {
         let ring = self.ring.as_mut().expect("open");
-        let mut cq = ring.completion();
-        cq.sync();
-        for cqe in &mut cq {
-            self.cqes.push((cqe.user_data(), cqe.result(), cqe.flags()));
-        }
+        ring.collect(&mut self.cqes);
     }
 
     fn new_op(
@@ -793,7 +723,7 @@ impl WatcherCore {
         let (accept, direct) = self
             .conn_ref(cid)
             .map_or((false, false), |c| (c.mshot_accept, c.accept_direct));
-        let ud = mshot_ud(cid, accept, accept && direct);
+        let ud = self.ring().tag(mshot_ud(cid, accept, accept && direct));
         let sqe = opcode::AsyncCancel::new(ud).build().user_data(TAG_INTERNAL);
         self.push(&[sqe])?;
         if let Some(c) = self.conn(cid) {
@@ -968,7 +898,7 @@ impl WatcherCore {
                 }
                 Mshot::Cancelling => {}
                 Mshot::Off if wants_mshot => {
-                    let sqe = on(opcode::RecvMulti::new(fd, BGID).build(), fixed)
+                    let sqe = on(opcode::RecvMulti::new(fd, self.bgid).build(), fixed)
                         .user_data(mshot_ud(cid, false, false));
                     if self.push(&[sqe]).is_ok() {
                         let c = self.conn(cid).expect("conn");
@@ -1108,11 +1038,8 @@ impl WatcherCore {
 
     /// Clears a fixed-file slot (the ring drops its reference to the socket).
     fn clear_slot(&mut self, slot: u32, ours: bool) {
-        if let Some(ring) = self.ring.as_ref() {
-            let _ = ring.submitter().register_files_update(slot, &[-1]);
-        }
-        if ours {
-            self.fixed_free.push(slot);
+        if let Some(ring) = self.ring.as_mut() {
+            ring.clear_slot(slot, ours);
         }
     }
 
@@ -1191,6 +1118,7 @@ impl WatcherCore {
 
     fn submit_op(&mut self, slot: usize) -> io::Result<()> {
         let bufsize = self.bufsize;
+        let bgid = self.bgid;
         let has_pool = self.pool.is_some();
         let cid = self.op(slot).cid;
         let (fd, fixed) = match self.conn_ref(cid) {
@@ -1208,7 +1136,7 @@ impl WatcherCore {
                     opcode::Recv::new(fd, unsafe { v.ptr().add(done) }, len).build()
                 } else if has_pool {
                     opcode::Recv::new(fd, std::ptr::null_mut(), bufsize as u32)
-                        .buf_group(BGID)
+                        .buf_group(bgid)
                         .build()
                         .flags(squeue::Flags::BUFFER_SELECT)
                 } else {
@@ -1265,7 +1193,7 @@ impl WatcherCore {
                     m.hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
                     let e = opcode::RecvMsg::new(fd, &mut m.hdr);
                     if select {
-                        e.buf_group(BGID)
+                        e.buf_group(bgid)
                             .build()
                             .flags(squeue::Flags::BUFFER_SELECT)
                     } else {
@@ -1324,7 +1252,15 @@ impl WatcherCore {
     }
 
     fn on_mshot(&mut self, py: Python<'_>, ud: u64, res: i32, flags: u32, more: bool) {
-        let cid = ((ud >> 32) << 32) | ((ud & 0xffff_ffff) >> 4);
+        let idx = (ud & 0xffff_ffff) >> 4;
+        let gen = self
+            .conns
+            .get(idx as usize)
+            .and_then(Option::as_ref)
+            .filter(|c| u64::from(c.gen) & GEN_MASK == (ud >> 32) & GEN_MASK)
+            .map_or(0, |c| c.gen);
+        // Generation 0 is never live (the first one is 1): a stale CQE finds no conn.
+        let cid = (u64::from(gen) << 32) | idx;
         let is_accept = ud & 4 != 0;
         let is_direct = ud & 8 != 0;
         let bid = cqueue::buffer_select(flags);
@@ -1571,28 +1507,37 @@ impl WatcherCore {
         }
     }
 
-    /// Submits queued SQEs and collects CQEs without waiting.
-    fn poll_kernel(&mut self, py: Python<'_>) -> PyResult<()> {
-        let fd = self.ring().as_raw_fd();
-        let to_submit = self.ring().submission().len() as u32;
-        let overflow = self.ring().submission().cq_overflow();
-        if to_submit > 0 || self.defer || overflow {
-            crate::uring::enter_nowait(fd, to_submit, crate::uring::IORING_ENTER_GETEVENTS)
-                .map_err(os_err)?;
-        }
-        self.collect_cqes();
+    /// Submits queued SQEs and collects CQEs without waiting. On a loop's ring,
+    /// `enter`: when its select reaped nothing for us, enter the kernel ourselves
+    /// (see `WRing::poll`).
+    fn poll_kernel(&mut self, py: Python<'_>, enter: bool) -> PyResult<()> {
+        let ring = self.ring.as_mut().expect("open");
+        ring.poll(enter, &mut self.cqes).map_err(os_err)?;
         self.process(py);
         Ok(())
     }
 
     /// Cancels everything and waits for every CQE; then the memory can go.
     fn shutdown(&mut self, py: Python<'_>) {
-        if self.ring.is_none() {
+        let Some(ring) = self.ring.as_ref() else {
             return;
-        }
+        };
+        let dead = ring.is_dead();
         self.closed = true;
+        // Accepted, never claimed: a direct one is a slot of the table to empty
+        // (on our own ring, dropping the ring does that).
+        let mut unclaimed = Vec::new();
         for c in self.conns.iter_mut().flatten() {
-            c.accepted.clear();
+            for acc in c.accepted.drain(..) {
+                if let Accepted::Direct(i) = acc {
+                    unclaimed.push(i);
+                }
+            }
+        }
+        if self.on_loop && !dead {
+            for i in unclaimed {
+                self.clear_slot(i, false);
+            }
         }
         for op in self.ops.iter_mut().flatten() {
             op.cancel = Some(Why::Closed);
@@ -1607,19 +1552,48 @@ impl WatcherCore {
         for slot in queued {
             self.finish(py, slot, Some(Fail::Closed), None, false, None);
         }
-        let cancel_all = opcode::AsyncCancel2::new(types::CancelBuilder::any())
-            .build()
-            .user_data(TAG_INTERNAL);
-        let _ = self.push(&[cancel_all]);
+        let wrong_thread = self.one_thread && std::thread::current().id() != self.owner;
+        if !self.on_loop {
+            let cancel_all = opcode::AsyncCancel2::new(types::CancelBuilder::any())
+                .build()
+                .user_data(TAG_INTERNAL);
+            let _ = self.push(&[cancel_all]);
+        } else if !dead && !wrong_thread {
+            // The loop's ring is shared: cancel by file, ours only (every op of
+            // ours is on one of our connections; link timeouts go with their op).
+            let busy: Vec<(types::Fd, bool)> = self
+                .conns
+                .iter()
+                .flatten()
+                .filter(|c| c.mshot != Mshot::Off || c.read_busy || c.write_busy)
+                .map(Conn::target)
+                .collect();
+            for (fd, fixed) in busy {
+                let builder = if fixed {
+                    types::CancelBuilder::fd(types::Fixed(fd.0 as u32))
+                } else {
+                    types::CancelBuilder::fd(fd)
+                };
+                let sqe = opcode::AsyncCancel2::new(builder.all())
+                    .build()
+                    .user_data(TAG_INTERNAL);
+                let _ = self.push(&[sqe]);
+            }
+        }
         let started = Instant::now();
-        let fd = self.ring().as_raw_fd();
         while self.inflight > 0 {
-            let to_submit = self.ring().submission().len() as u32;
-            let _ = enter(fd, to_submit, 1, Some(Duration::from_millis(100)));
-            self.collect_cqes();
+            let ring = self.ring.as_mut().expect("open");
+            if dead || (self.on_loop && wrong_thread) {
+                // The loop's shutdown reaped our CQEs for us (or, from another
+                // thread, we cannot enter its ring): take what is there.
+                ring.collect(&mut self.cqes);
+            } else {
+                let _ = ring.wait(py, Some(Duration::from_millis(100)), &mut self.cqes);
+            }
             // Conns go away first so nothing gets re-armed while we drain.
             self.process(py);
-            if started.elapsed() > Duration::from_secs(10) {
+            let stuck = (dead || (self.on_loop && wrong_thread)) && self.inflight > 0;
+            if stuck || started.elapsed() > Duration::from_secs(10) {
                 // The kernel still owns buffers: leak them rather than free them
                 // under it (never expected for socket ops, which all cancel).
                 for op in self.ops.drain(..).flatten() {
@@ -1628,25 +1602,46 @@ impl WatcherCore {
                 if let Some(p) = self.pool.take() {
                     std::mem::forget(p);
                 }
-                std::mem::forget(self.ring.take());
+                if let Some(ring) = self.ring.take() {
+                    ring.leave();
+                    if !ring.is_loop() {
+                        std::mem::forget(ring);
+                    }
+                }
                 self.conns.clear();
                 return;
             }
         }
+        if self.on_loop && !dead {
+            // The table is the loop's: empty our slots (the sockets close with them).
+            let slots: Vec<(u32, bool)> = self
+                .conns
+                .iter()
+                .flatten()
+                .filter_map(|c| c.slot.map(|s| (s, !c.direct)))
+                .collect();
+            for (slot, ours) in slots {
+                self.clear_slot(slot, ours);
+            }
+        }
         if let (Some(pool), Some(ring)) = (self.pool.as_mut(), self.ring.as_ref()) {
-            pool.unregister(ring);
+            ring.drop_bufring(pool);
         }
         self.conns.clear();
         self.nconns = 0;
-        self.ring = None;
+        if let Some(ring) = self.ring.take() {
+            ring.leave();
+        }
         self.pool = None;
     }
 }
 
-/// user_data of a connection's multishot: generation, index, direct and accept
-/// bits, tag (the index is < 2^28).
+const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
+
+/// user_data of a connection's multishot: generation (its low GEN_BITS), index,
+/// direct and accept bits, tag (the index is < 2^28).
 fn mshot_ud(cid: u64, accept: bool, direct: bool) -> u64 {
-    ((cid >> 32) << 32)
+    (((cid >> 32) & GEN_MASK) << 32)
         | ((cid & 0xffff_ffff) << 4)
         | (u64::from(direct) << 3)
         | (u64::from(accept) << 2)
@@ -1656,10 +1651,21 @@ fn mshot_ud(cid: u64, accept: bool, direct: bool) -> u64 {
 #[pymethods]
 impl WatcherCore {
     /// `bufsize`: size of each internal receive buffer; `nbufs`: how many (a power of
-    /// two <= 32768); `sock_factory(listener, fd)` wraps an accepted fd.
+    /// two <= 32768); `sock_factory(listener, fd)` wraps an accepted fd. `ring`: an
+    /// event loop's ring (`ringio.uring.Ring`, owned by the calling thread) to share
+    /// instead of creating one (`entries` is then unused); `waker` is called by the
+    /// loop's select when completions for this Watcher arrive.
     #[new]
-    #[pyo3(signature = (sock_factory, bufsize=65536, nbufs=256, entries=4096))]
-    fn new(sock_factory: Py<PyAny>, bufsize: usize, nbufs: u32, entries: u32) -> PyResult<Self> {
+    #[pyo3(signature = (sock_factory, bufsize=65536, nbufs=256, entries=4096, ring=None, waker=None))]
+    fn new(
+        py: Python<'_>,
+        sock_factory: Py<PyAny>,
+        bufsize: usize,
+        nbufs: u32,
+        entries: u32,
+        ring: Option<Bound<'_, Ring>>,
+        waker: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
         if bufsize == 0 || bufsize > 1 << 30 {
             return Err(PyValueError::new_err("bufsize must be in 1..2**30"));
         }
@@ -1671,36 +1677,23 @@ impl WatcherCore {
         if entries == 0 || entries > 32768 {
             return Err(PyValueError::new_err("entries must be in 1..32768"));
         }
-        let (ring, defer) = build_ring(entries).map_err(os_err)?;
-        let eventfd = crate::sys::eventfd().map_err(os_err)?;
-        ring.submitter()
-            .register_eventfd(eventfd.as_raw_fd())
-            .map_err(os_err)?;
+        let on_loop = ring.is_some();
+        let wring = match ring {
+            Some(r) => {
+                let waker = waker.unwrap_or_else(|| py.None());
+                WRing::on_loop(py, &r, waker)?
+            }
+            None => WRing::own(entries).map_err(os_err)?,
+        };
         // Buffer rings need Linux 5.19; without them, reads without a buffer allocate.
-        let pool = BufRing::new(&ring, nbufs as u16, bufsize, BGID).ok();
-        // A sparse fixed-file table: sockets are registered in it instead of dup'ed
-        // (no fd per connection, no fd lookup per op). The kernel refuses a table
-        // larger than RLIMIT_NOFILE; half is ours, half for direct accepts.
-        let mut nofile = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: `nofile` is a valid out-parameter.
-        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut nofile) };
-        let table = (nofile.rlim_cur.min(1 << 16) as u32) & !1;
-        let fixed_cap = if table >= 64
-            && ring.submitter().register_files_sparse(table).is_ok()
-            && file_alloc_range(ring.as_raw_fd(), table / 2, table / 2).is_ok()
-        {
-            table / 2
-        } else {
-            0
-        };
+        let pool = wring.bufring(nbufs as u16, bufsize);
         Ok(Self {
-            ring: Some(ring),
-            eventfd,
             owner: std::thread::current().id(),
-            defer,
+            one_thread: on_loop || wring.defer(),
+            on_loop,
+            closed_why: "the Watcher is closed",
+            bgid: wring.bgid(),
+            ring: Some(wring),
             mshot_recv_ok: pool.is_some(),
             pool,
             bufsize,
@@ -1722,16 +1715,13 @@ impl WatcherCore {
             closed: false,
             sock_factory,
             cqes: Vec::new(),
-            fixed_cap,
-            fixed_next: 0,
-            fixed_free: Vec::new(),
         })
     }
 
     /// Takes the Watcher's own reference to a socket (a fixed-file slot, else a
     /// dup of the fd); returns the connection id.
-    fn register(&mut self, fd: RawFd) -> PyResult<u64> {
-        self.check()?;
+    fn register(&mut self, py: Python<'_>, fd: RawFd) -> PyResult<u64> {
+        self.check(py)?;
         if fd < 0 {
             return Err(PyOSError::new_err((libc::EBADF, "the socket is closed")));
         }
@@ -1753,21 +1743,8 @@ impl WatcherCore {
         if self.conns.len() >= 1 << 28 {
             return Err(PyValueError::new_err("too many connections"));
         }
-        let mut slot = self.fixed_free.pop();
-        if slot.is_none() && self.fixed_next < self.fixed_cap {
-            slot = Some(self.fixed_next);
-            self.fixed_next += 1;
-        }
-        let mut conn = None;
-        if let Some(sl) = slot {
-            let ring = self.ring.as_ref().expect("open");
-            match ring.submitter().register_files_update(sl, &[fd]) {
-                Ok(_) => conn = Some((None, Some(sl))),
-                Err(_) => self.fixed_free.push(sl),
-            }
-        }
-        let (owned, slot) = match conn {
-            Some(c) => c,
+        let (owned, slot) = match self.ring().register_file(fd) {
+            Some(sl) => (None, Some(sl)),
             None => {
                 // SAFETY: F_DUPFD_CLOEXEC has no memory arguments; a non-negative
                 // result is a new fd that only we own.
@@ -1789,7 +1766,7 @@ impl WatcherCore {
     /// Frees a connection: its queued ops complete with ConnFreedError now, the
     /// kernel's are cancelled (they complete the same way), our reference is dropped.
     fn free(&mut self, py: Python<'_>, cid: u64) -> PyResult<()> {
-        self.check()?;
+        self.check(py)?;
         self.release_conn(py, cid).map_err(os_err)
     }
 
@@ -1805,7 +1782,7 @@ impl WatcherCore {
         deadline: Option<f64>,
         full: bool,
     ) -> PyResult<()> {
-        self.check()?;
+        self.check(py)?;
         let view = match &buf {
             Some(b) => {
                 let v = View::writable(b)?;
@@ -1835,7 +1812,7 @@ impl WatcherCore {
         conn: Py<PyAny>,
         buf: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        self.check()?;
+        self.check(py)?;
         let view = match &buf {
             Some(b) => {
                 let v = View::writable(b)?;
@@ -1865,7 +1842,7 @@ impl WatcherCore {
         data: Bound<'_, PyAny>,
         deadline: Option<f64>,
     ) -> PyResult<()> {
-        self.check()?;
+        self.check(py)?;
         let view = View::readable(&data)?;
         self.conn_or_err(cid)?;
         let slot = self.new_op(Kind::Write, cid, ctx, conn, deadline);
@@ -1888,7 +1865,7 @@ impl WatcherCore {
         family: i32,
         address: Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        self.check()?;
+        self.check(py)?;
         let view = View::readable(&data)?;
         let sa = addr::to_sockaddr(family, &address)?;
         self.conn_or_err(cid)?;
@@ -1919,7 +1896,7 @@ impl WatcherCore {
         address: Bound<'_, PyAny>,
         deadline: Option<f64>,
     ) -> PyResult<()> {
-        self.check()?;
+        self.check(py)?;
         let sa = addr::to_sockaddr(family, &address)?;
         self.conn_or_err(cid)?;
         let slot = self.new_op(Kind::Connect, cid, ctx, conn, deadline);
@@ -1943,8 +1920,8 @@ impl WatcherCore {
         conn: Py<PyAny>,
         direct: bool,
     ) -> PyResult<()> {
-        self.check()?;
-        if direct && self.fixed_cap == 0 {
+        self.check(py)?;
+        if direct && !self.ring().has_files() {
             return Err(PyOSError::new_err((
                 libc::EOPNOTSUPP,
                 "direct accepts need a fixed-file table (Linux 5.19+, RLIMIT_NOFILE >= 64)",
@@ -1972,24 +1949,30 @@ impl WatcherCore {
         timeout: Option<f64>,
         drain: bool,
     ) -> PyResult<Vec<Py<OpResult>>> {
+        self.check_loop(py);
         if self.closed && !self.ready.is_empty() {
             return Ok(self.take_ready());
         }
-        self.check()?;
+        self.check(py)?;
         if let Some(t) = timeout {
             if t.is_nan() || t < 0.0 {
                 return Err(PyValueError::new_err("timeout must be >= 0 or None"));
             }
         }
-        if drain {
+        if let Some(fd) = self.ring().eventfd().filter(|_| drain) {
             // Before reaping, so a completion posted after the reap re-signals it.
-            crate::sys::eventfd_drain(self.eventfd.as_raw_fd());
+            crate::sys::eventfd_drain(fd);
         }
         self.recycle(py);
         self.rearm_starved(py);
         self.expire(py);
         if timeout == Some(0.0) || !self.ready.is_empty() {
-            self.poll_kernel(py)?;
+            // wait_io_async on a loop's ring: besides what the loop's select reaped,
+            // enter the kernel while ops are in flight (it submits ours and runs task
+            // work): a reply that is already there then comes back without a loop
+            // iteration (the select would cost more than this syscall).
+            let enter = !drain || self.inflight > 0;
+            self.poll_kernel(py, enter)?;
         } else {
             // Blocking call: the enter below submits, runs task work and returns at
             // once when CQEs are there; one syscall per round instead of two.
@@ -2012,9 +1995,8 @@ impl WatcherCore {
                 (e, n) => e.or(n),
             };
             let wait = limit.map(|l| Duration::from_secs_f64((l - now).max(0.0)));
-            let fd = self.ring().as_raw_fd();
-            let to_submit = self.ring().submission().len() as u32;
-            let rc = py.detach(move || enter(fd, to_submit, 1, wait));
+            let ring = self.ring.as_mut().expect("open");
+            let rc = ring.wait(py, wait, &mut self.cqes);
             match rc {
                 Ok(_) => {}
                 Err(e) => match e.raw_os_error() {
@@ -2023,8 +2005,12 @@ impl WatcherCore {
                     _ => return Err(os_err(e)),
                 },
             }
-            self.collect_cqes();
             self.process(py);
+            if self.ring.as_ref().is_some_and(WRing::is_dead) {
+                // The loop closed its ring while we waited on it.
+                self.check_loop(py);
+                break;
+            }
         }
         Ok(self.take_ready())
     }
@@ -2044,19 +2030,28 @@ impl WatcherCore {
 
     /// Resets the eventfd (asyncio reader callback).
     fn drain_eventfd(&self) {
-        crate::sys::eventfd_drain(self.eventfd.as_raw_fd());
+        if let Some(fd) = self.ring.as_ref().and_then(WRing::eventfd) {
+            crate::sys::eventfd_drain(fd);
+        }
     }
 
-    /// The eventfd that becomes readable when completions arrive.
+    /// The eventfd that becomes readable when completions arrive (-1 when there is
+    /// none: closed, or on an event loop's ring).
     fn fileno(&self) -> RawFd {
-        self.eventfd.as_raw_fd()
+        self.ring.as_ref().and_then(WRing::eventfd).unwrap_or(-1)
+    }
+
+    /// Whether the Watcher shares an event loop's ring.
+    #[getter]
+    fn loop_bound(&self) -> bool {
+        self.on_loop
     }
 
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         if self.closed {
             return Ok(());
         }
-        if self.defer && std::thread::current().id() != self.owner {
+        if self.one_thread && std::thread::current().id() != self.owner {
             return Err(PyRuntimeError::new_err(
                 "a Watcher can only be closed from the thread that created it",
             ));
@@ -2092,7 +2087,7 @@ impl WatcherCore {
     fn info(&self) -> (bool, bool, usize, usize) {
         let p = self.pool.as_ref();
         (
-            self.defer,
+            self.ring.as_ref().is_some_and(WRing::defer),
             self.mshot_recv_ok,
             p.map_or(0, |p| p.nbufs as usize),
             p.map_or(0, BufRing::free),
@@ -2120,7 +2115,21 @@ impl WatcherCore {
 
 impl Drop for WatcherCore {
     fn drop(&mut self) {
-        if self.ring.is_some() {
+        if self.ring.is_none() {
+            return;
+        }
+        // SAFETY: Py_IsInitialized only reads the runtime's state; we are in
+        // tp_dealloc, with the interpreter's lock held.
+        if unsafe { ffi::Py_IsInitialized() } == 0 {
+            // Collected while the interpreter finalizes: no Python object (an
+            // exception for each pending op) can be made any more, and the process
+            // is exiting. Leak what the kernel may still use rather than wait.
+            std::mem::forget(std::mem::take(&mut self.ops));
+            std::mem::forget(self.pool.take());
+            std::mem::forget(self.ring.take());
+            return;
+        }
+        {
             Python::attach(|py| {
                 self.shutdown(py);
                 self.ready.clear();

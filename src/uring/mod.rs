@@ -17,6 +17,15 @@ pub(crate) const INTERNAL_TOKEN: u64 = u64::MAX;
 /// not by the Driver: their CQEs are set aside for the core instead of being matched
 /// to Python ops. Driver tokens count up from 1 and never reach it.
 pub(crate) const SIDE_BIT: u64 = 1 << 63;
+/// user_data of a loop-bound Watcher's SQEs (`crate::net`): both top bits set (the
+/// loop core's tokens keep bit 62 clear), the Watcher's id in bits 50..62 (never
+/// 0xfff, so no token equals INTERNAL_TOKEN) and the Watcher's own user_data below.
+/// Their CQEs go to that Watcher's sink instead of the Driver or the loop core.
+pub(crate) const WATCHER_MARK: u64 = 3 << 62;
+pub(crate) const WATCHER_SHIFT: u32 = 50;
+pub(crate) const WATCHER_LOW: u64 = (1 << WATCHER_SHIFT) - 1;
+/// Watcher ids are 1..=MAX_WATCHERS (12 bits, 0xfff excluded).
+const MAX_WATCHERS: usize = 0xffe;
 /// The most a single read or write transfers (the kernel's MAX_RW_COUNT).
 const MAX_RW_COUNT: usize = 0x7fff_f000;
 
@@ -61,6 +70,31 @@ pub struct UringEngine {
     /// The loop core's provided-buffer ring, registered on this ring. Declared after
     /// `ring` and cleared after it in `shutdown`: its memory must outlive the ring.
     pub(crate) bufring: Option<crate::net::bufring::BufRing>,
+    /// Driver CQEs reaped by a loop-bound Watcher's own wait (`reap_aside`): the
+    /// next `reap_now` returns them first.
+    held: Vec<RawCompletion>,
+    /// Loop-bound Watchers, by id (index 0 unused).
+    sinks: Vec<Option<WatcherSink>>,
+    /// Ids of Watchers whose sink got CQEs since the last `take_signalled`.
+    signalled: Vec<u16>,
+    /// The fixed-file table the loop-bound Watchers share (registered on first use;
+    /// `Some(table with cap 0)` when the kernel refused it).
+    pub(crate) files: Option<crate::net::ring::FileTable>,
+}
+
+/// The completions of one loop-bound Watcher, set aside at reap time.
+pub(crate) struct WatcherSink {
+    /// (user_data without the Watcher bits, res, flags), in CQ order.
+    cqes: Vec<(u64, i32, u32)>,
+    /// SQEs whose final CQE has not arrived: `shutdown` waits for them, since the
+    /// kernel may still fill the Watcher's buffers.
+    inflight: usize,
+    signalled: bool,
+    /// Called (by the loop core, after its select) when CQEs arrived.
+    waker: Option<pyo3::Py<pyo3::PyAny>>,
+    /// The Watcher is gone without waiting for its CQEs (its memory was leaked):
+    /// they are counted and dropped.
+    orphan: bool,
 }
 
 fn build(opts: &Options, attempt: usize) -> io::Result<(IoUring, Setup)> {
@@ -114,6 +148,10 @@ impl UringEngine {
                         side: Vec::new(),
                         side_inflight: 0,
                         bufring: None,
+                        held: Vec::new(),
+                        sinks: Vec::new(),
+                        signalled: Vec::new(),
+                        files: None,
                     });
                 }
                 // EINVAL: a flag this kernel does not know; anything else is final.
@@ -136,6 +174,209 @@ impl UringEngine {
         self.ring
             .as_ref()
             .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
+    }
+
+    /// The kernel ring, for a loop-bound Watcher's registrations (buffer ring, files).
+    pub(crate) fn io_uring(&self) -> io::Result<&IoUring> {
+        self.ring()
+    }
+
+    /// Whether the ring was shut down (the loop closed it).
+    pub(crate) fn is_live(&self) -> bool {
+        self.live
+    }
+
+    /// Completions reaped but not yet handed out (Driver CQEs a Watcher's wait set
+    /// aside, loop-core CQEs, Watchers to wake): the loop's select must not block.
+    pub(crate) fn has_backlog(&self) -> bool {
+        !self.held.is_empty() || !self.side.is_empty() || !self.signalled.is_empty()
+    }
+
+    /// A new loop-bound Watcher: its id (also the key of its CQE sink).
+    pub(crate) fn add_watcher(&mut self, waker: pyo3::Py<pyo3::PyAny>) -> io::Result<u16> {
+        self.ring()?;
+        if self.sinks.is_empty() {
+            self.sinks.push(None);
+        }
+        let wid = match self.sinks.iter().skip(1).position(Option::is_none) {
+            Some(i) => i + 1,
+            None if self.sinks.len() <= MAX_WATCHERS => {
+                self.sinks.push(None);
+                self.sinks.len() - 1
+            }
+            None => return Err(io::Error::from_raw_os_error(libc::EMFILE)),
+        };
+        self.sinks[wid] = Some(WatcherSink {
+            cqes: Vec::new(),
+            inflight: 0,
+            signalled: false,
+            waker: Some(waker),
+            orphan: false,
+        });
+        Ok(wid as u16)
+    }
+
+    /// The Watcher is closed. With CQEs still due (it leaked its memory rather
+    /// than wait), the sink stays, counting them, so `shutdown` still waits.
+    pub(crate) fn remove_watcher(&mut self, wid: u16) {
+        if let Some(slot) = self.sinks.get_mut(wid as usize) {
+            match slot {
+                Some(s) if s.inflight > 0 => {
+                    s.orphan = true;
+                    s.cqes.clear();
+                    s.waker = None;
+                }
+                _ => *slot = None,
+            }
+        }
+    }
+
+    /// Pushes a Watcher's SQEs, tagged with its id, all or none (an op and its
+    /// link timeout go in together, and an op refused here is completed by the
+    /// Watcher with the error, so none of its SQEs may stay behind). Enters the
+    /// kernel to make room when the SQ is full, reaping aside if the kernel wants
+    /// the CQ drained first.
+    pub(crate) fn push_watcher(&mut self, wid: u16, sqes: &[squeue::Entry]) -> io::Result<()> {
+        let tag = WATCHER_MARK | (u64::from(wid) << WATCHER_SHIFT);
+        for _ in 0..1000 {
+            let room = {
+                let sq = self.ring_mut()?.submission();
+                sq.capacity() - sq.len()
+            };
+            if room >= sqes.len() {
+                let mut sq = self.ring_mut()?.submission();
+                for sqe in sqes {
+                    let ud = sqe.get_user_data();
+                    let e = sqe.clone().user_data(tag | (ud & WATCHER_LOW));
+                    // SAFETY: the Watcher keeps every buffer, timespec, msghdr and
+                    // address its SQEs point to until their final CQE is reaped.
+                    unsafe { sq.push(&e) }.expect("SQ has room");
+                }
+                drop(sq);
+                if let Some(Some(s)) = self.sinks.get_mut(wid as usize) {
+                    s.inflight += sqes.len();
+                }
+                return Ok(());
+            }
+            let before = self.sq_pending();
+            self.enter_submit()?;
+            if self.sq_pending() >= before {
+                // Nothing taken: the kernel wants its completions posted first.
+                self.reap_aside()?;
+            }
+        }
+        Err(io::Error::from_raw_os_error(libc::EBUSY))
+    }
+
+    /// Moves a Watcher's CQEs (user_data without the Watcher bits) into `out`.
+    pub(crate) fn take_watcher(&mut self, wid: u16, out: &mut Vec<(u64, i32, u32)>) {
+        if let Some(Some(s)) = self.sinks.get_mut(wid as usize) {
+            out.append(&mut s.cqes);
+            if std::mem::take(&mut s.signalled) {
+                // Taken by the Watcher itself: nothing left for the loop to wake it
+                // for (and no reason for the loop's next select not to block).
+                self.signalled.retain(|&w| w != wid);
+            }
+        }
+    }
+
+    /// The wakers of Watchers that got CQEs since the last call.
+    pub(crate) fn take_signalled(&mut self, py: pyo3::Python<'_>) -> Vec<pyo3::Py<pyo3::PyAny>> {
+        let mut out = Vec::new();
+        for wid in std::mem::take(&mut self.signalled) {
+            if let Some(Some(s)) = self.sinks.get_mut(wid as usize) {
+                if std::mem::take(&mut s.signalled) {
+                    if let Some(w) = &s.waker {
+                        out.push(w.clone_ref(py));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Submits what is queued and posts what the kernel has (DEFER_TASKRUN task
+    /// work), without waiting; the Driver's CQEs are held for the next `reap_now`.
+    /// A loop-bound Watcher's own poll and wait use it.
+    pub(crate) fn reap_aside(&mut self) -> io::Result<()> {
+        let mut out = Vec::new();
+        self.reap_kernel(&mut out, usize::MAX)?;
+        self.held.append(&mut out);
+        Ok(())
+    }
+
+    /// `reap_aside` right after an `io_uring_enter` with GETEVENTS (which ran the
+    /// task work): only drains the CQ, without entering again.
+    pub(crate) fn drain_aside(&mut self) -> io::Result<()> {
+        let mut out = Vec::new();
+        loop {
+            self.drain_cq(&mut out, usize::MAX);
+            if !self.ring_mut()?.submission().cq_overflow() {
+                break;
+            }
+            // Completions the CQ had no room for wait in the kernel (NODROP).
+            self.get_events()?;
+        }
+        self.held.append(&mut out);
+        Ok(())
+    }
+
+    /// Submits the SQ without waiting (the kernel takes the SQEs now: a cancel by
+    /// file looks the file up at this point).
+    pub(crate) fn submit_pending(&mut self) -> io::Result<()> {
+        self.enter_submit()
+    }
+
+    /// What the kernel has: runs DEFER_TASKRUN task work (or flushes an overflowed
+    /// CQ), then drains the CQ (the loop core's and Watchers' CQEs set aside).
+    fn reap_kernel(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> io::Result<()> {
+        if self.setup.defer_taskrun {
+            self.run_deferred()?;
+        } else if self.ring_mut()?.submission().cq_overflow() {
+            self.get_events()?;
+        }
+        let mut left = max;
+        loop {
+            left -= self.drain_cq(out, left);
+            if left == 0 || !self.ring_mut()?.submission().cq_overflow() {
+                return Ok(());
+            }
+            // Completions the CQ had no room for wait in the kernel (NODROP).
+            self.get_events()?;
+        }
+    }
+
+    /// Sets up the fixed-file table loop-bound Watchers share (once).
+    pub(crate) fn ensure_files(&mut self) {
+        if self.files.is_none() {
+            if let Some(ring) = self.ring.as_ref() {
+                self.files = Some(crate::net::ring::FileTable::setup(ring));
+            }
+        }
+    }
+
+    /// Registers `fd` in the shared fixed-file table; None: full or refused.
+    pub(crate) fn register_file(&mut self, fd: RawFd) -> Option<u32> {
+        let ring = self.ring.as_ref()?;
+        self.files.as_mut()?.register(ring, fd)
+    }
+
+    /// Empties a slot of the shared table; `ours`: it came from `register_file`.
+    pub(crate) fn clear_file(&mut self, slot: u32, ours: bool) {
+        let ring = if self.live { self.ring.as_ref() } else { None };
+        if let Some(files) = self.files.as_mut() {
+            files.clear(ring, slot, ours);
+        }
+    }
+
+    /// SQEs of loop-bound Watchers whose final CQE has not arrived.
+    pub(crate) fn watchers_inflight(&self) -> usize {
+        self.sinks.iter().flatten().map(|s| s.inflight).sum()
+    }
+
+    /// Loop-bound Watchers on this ring (closed ones still waiting for CQEs too).
+    pub(crate) fn watchers(&self) -> usize {
+        self.sinks.iter().flatten().count()
     }
 
     fn ring_mut(&mut self) -> io::Result<&mut IoUring> {
@@ -238,6 +479,12 @@ impl UringEngine {
         }
     }
 
+    /// Submits what waits in the SQ (a busy CQ is not an error: the SQEs stay
+    /// queued for the next enter).
+    pub(crate) fn submit_now(&self) -> io::Result<()> {
+        self.enter_submit()
+    }
+
     fn enter_submit(&self) -> io::Result<()> {
         loop {
             match self.ring()?.submit() {
@@ -261,6 +508,23 @@ impl UringEngine {
         for cqe in ring.completion() {
             let ud = cqe.user_data();
             if ud == INTERNAL_TOKEN {
+                continue;
+            }
+            if ud & WATCHER_MARK == WATCHER_MARK {
+                let wid = ((ud >> WATCHER_SHIFT) & 0xfff) as usize;
+                let flags = cqe.flags();
+                if let Some(Some(s)) = self.sinks.get_mut(wid) {
+                    if !io_uring::cqueue::more(flags) {
+                        s.inflight = s.inflight.saturating_sub(1);
+                    }
+                    if !s.orphan {
+                        s.cqes.push((ud & WATCHER_LOW, cqe.result(), flags));
+                        if !s.signalled {
+                            s.signalled = true;
+                            self.signalled.push(wid as u16);
+                        }
+                    }
+                }
                 continue;
             }
             if ud & SIDE_BIT != 0 {
@@ -548,20 +812,16 @@ impl Engine for UringEngine {
     }
 
     fn reap_now(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> io::Result<()> {
-        if self.setup.defer_taskrun {
-            self.run_deferred()?;
-        } else if self.ring_mut()?.submission().cq_overflow() {
-            self.get_events()?;
-        }
-        let mut left = max;
-        loop {
-            left -= self.drain_cq(out, left);
-            if left == 0 || !self.ring_mut()?.submission().cq_overflow() {
+        let mut max = max;
+        if !self.held.is_empty() {
+            let n = self.held.len().min(max);
+            out.extend(self.held.drain(..n));
+            max -= n;
+            if max == 0 {
                 return Ok(());
             }
-            // Completions the CQ had no room for wait in the kernel (NODROP).
-            self.get_events()?;
         }
+        self.reap_kernel(out, max)
     }
 
     fn notify_fd(&self) -> RawFd {
@@ -580,11 +840,11 @@ impl Engine for UringEngine {
         self.push_all(&[&mut cancel_all.clone()])?;
         self.enter_submit()?;
         let mut seen = 0;
-        while seen < in_flight || self.side_inflight > 0 {
+        while seen < in_flight || self.side_inflight > 0 || self.watchers_inflight() > 0 {
             let before = out.len();
             self.reap_now(out, usize::MAX)?;
             seen += out[before..].iter().filter(|c| !c.more).count();
-            if seen < in_flight || self.side_inflight > 0 {
+            if seen < in_flight || self.side_inflight > 0 || self.watchers_inflight() > 0 {
                 match enter(self.ring()?.as_raw_fd(), 0, 1, IORING_ENTER_GETEVENTS, None) {
                     Ok(_) => {}
                     Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
@@ -607,6 +867,18 @@ pub struct UringLaunch {
     to_submit: u32,
     count: usize,
     error: Option<io::Error>,
+}
+
+impl UringLaunch {
+    /// What `launch` would report, without entering the kernel: the SQEs stay in the
+    /// SQ and go in with the ring's next enter (an SQ that filled up while pushing
+    /// was already submitted by `stage`).
+    pub(crate) fn staged(self) -> Submitted {
+        Submitted {
+            accepted: self.count,
+            error: self.error,
+        }
+    }
 }
 
 fn enter_to_submit(ring_fd: RawFd, to_submit: u32) -> io::Result<usize> {

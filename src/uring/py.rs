@@ -23,6 +23,25 @@ pub struct Ring {
 }
 
 impl Ring {
+    fn stage(&self, py: Python<'_>, ops: &[Bound<'_, Op>]) -> PyResult<usize> {
+        let mut driver = self.inner.driver();
+        let room = (self.inner.capacity() as usize).saturating_sub(driver.in_flight());
+        let ops = &ops[..ops.len().min(room)];
+        if ops.is_empty() {
+            return Ok(0);
+        }
+        let (tokens, launch) = driver.begin_submit(py, ops)?;
+        let staged = driver.finish_submit(py, ops, &tokens, launch.staged())?;
+        let waiting = driver.engine.sq_pending() as usize;
+        if waiting > 0 && waiting >= driver.in_flight() - waiting {
+            driver
+                .engine
+                .submit_now()
+                .map_err(|e| errors::io_error(py, &e, None))?;
+        }
+        Ok(staged)
+    }
+
     /// The driver, for the event loop's native core (`crate::loopcore`), which
     /// submits and reaps on this same ring.
     pub(crate) fn inner(&self) -> &PyDriver<UringEngine> {
@@ -72,6 +91,25 @@ impl Ring {
         self.inner.submit(py, ops)
     }
 
+    /// Pushes ops into the submission queue, for the ring's next enter (a
+    /// `submit()`, a wait, or the select of the event loop that owns the ring: how
+    /// `ringio.EventLoop` runs file ops on its own ring), and enters the kernel
+    /// now only while it is short of work: when the SQEs waiting outnumber the ops
+    /// the kernel already has (or the queue is full). So a burst of ops started one
+    /// by one reaches the kernel in batches of 1, 1, 2, 4, ... while the device
+    /// still has work, and otherwise with the next wait, in the same syscall.
+    /// Back-pressure: only as many as the CQ holds beyond the ops in flight are
+    /// taken, from the front. Returns how many were taken.
+    fn _stage(&self, py: Python<'_>, ops: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let ops = crate::pydriver::extract_ops(ops)?;
+        self.stage(py, &ops)
+    }
+
+    /// `_stage([op])` for one op, without the list: True when it was taken.
+    fn _stage_one(&self, py: Python<'_>, op: Bound<'_, Op>) -> PyResult<bool> {
+        Ok(self.stage(py, std::slice::from_ref(&op))? == 1)
+    }
+
     /// Waits for at least `min_nr` completions (at most `max_nr`) for up to
     /// `timeout` seconds (None: no limit), with the GIL released.
     #[pyo3(signature = (min_nr=1, max_nr=None, timeout=None))]
@@ -118,6 +156,25 @@ impl Ring {
     #[getter]
     fn in_flight(&self) -> usize {
         self.inner.in_flight()
+    }
+
+    /// SQEs pushed by `_stage()` that have not reached the kernel yet (tests).
+    #[getter]
+    fn _sq_waiting(&self) -> u32 {
+        self.inner.driver().engine.sq_pending()
+    }
+
+    /// Operations of loop-bound ``ringio.Watcher``s (sharing this ring through its
+    /// event loop) whose final completion has not arrived.
+    #[getter]
+    fn watcher_in_flight(&self) -> usize {
+        self.inner.driver().engine.watchers_inflight()
+    }
+
+    /// ``ringio.Watcher``s sharing this ring.
+    #[getter]
+    fn watchers(&self) -> usize {
+        self.inner.driver().engine.watchers()
     }
 
     /// How many completions one reap can hold (the CQ size).

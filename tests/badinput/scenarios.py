@@ -5,6 +5,7 @@ Each returns something the table's check can compare, or raises what it checks."
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import errno
 import gc
@@ -318,6 +319,69 @@ def watcher_one(w: ringio.Watcher, submit: Any, timeout: float = 5.0) -> Any:
         if results:
             return results[0]
     raise TimeoutError("the Watcher op did not complete")
+
+
+def watcher_loop_arg(kind: str) -> Any:
+    """ringio.Watcher(loop=...) with a loop it cannot share: a plain asyncio loop,
+    or a closed ringio.EventLoop (the loop is closed again either way)."""
+    loop = asyncio.SelectorEventLoop() if kind == "plain" else ringio.new_event_loop()
+    try:
+        if kind == "closed":
+            loop.close()
+        w = ringio.Watcher(4096, nbufs=4, loop=loop)
+        w.close()
+        return w
+    finally:
+        loop.close()
+
+
+def _in_fresh_thread(fn: Any) -> Any:
+    """fn() in a thread of its own (no event loop running there): its result, or
+    its exception raised here."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append((None, fn()))
+        except BaseException as exc:  # re-raised in the caller's thread
+            out.append((exc, None))
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(30)
+    exc, result = out[0]
+    if exc is not None:
+        raise exc
+    return result
+
+
+def watcher_loop_bound(call: str) -> Any:
+    """A Watcher sharing a ringio.EventLoop's ring: its `fileno()` (it has no
+    eventfd), `wait_io_async()` awaited on another loop, or its ops when the loop is
+    closed under them (they come back with WatcherClosedError). Run in a thread of
+    its own: the cases run inside an asyncio loop."""
+    return _in_fresh_thread(lambda: _watcher_loop_bound(call))
+
+
+def _watcher_loop_bound(call: str) -> Any:
+    loop = ringio.new_event_loop()
+    w = ringio.Watcher(4096, nbufs=4, loop=loop)
+    a, b = socket.socketpair()
+    try:
+        if call == "fileno":
+            return w.fileno()
+        if call == "other loop":
+            return asyncio.run(w.wait_io_async())
+        w.read(1, a)
+        loop.run_until_complete(asyncio.sleep(0.01))
+        loop.close()
+        rest = w.wait_io()
+        return [type(r.error).__name__ for r in rest], w.closed
+    finally:
+        w.close()
+        loop.close()
+        a.close()
+        b.close()
 
 
 def watcher_write_peer_closed(w: ringio.Watcher, s1: socket.socket, s2: socket.socket) -> Any:
@@ -728,6 +792,39 @@ def closed_loop_used() -> Any:
         return loop.run_until_complete(coro)
     finally:
         coro.close()
+
+
+def loop_call_soon(call: Any, *, debug: bool = False, closed: bool = False) -> Any:
+    """Runs call(loop) on a fresh ringio loop (debug mode, or closed, as asked)."""
+    loop = ringio.new_event_loop()
+    loop.set_debug(debug)
+    try:
+        if closed:
+            loop.close()
+        return call(loop)
+    finally:
+        loop.close()
+
+
+def loop_run_not_callable() -> Any:
+    """call_soon(5) outside debug mode, as asyncio: accepted; running it reports a
+    TypeError to the exception handler. Returns what the handler got. (In a thread
+    of its own: the table's rows run inside a running loop.)"""
+
+    def run() -> list[Any]:
+        loop = ringio.new_event_loop()
+        seen: list[Any] = []
+        loop.set_exception_handler(lambda lp, ctx: seen.append(ctx.get("exception")))
+        try:
+            loop.call_soon(5)
+            loop.call_soon(loop.stop)
+            loop.run_forever()
+        finally:
+            loop.close()
+        return seen
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result(timeout=10)
 
 
 # ------------------------------------------------------------------ RingSelector

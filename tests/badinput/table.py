@@ -1056,6 +1056,29 @@ row(W, "bufsize 2**40", "ringio.Watcher(2**40)", ValueError)
 row(W, "nbufs not a power of two", "ringio.Watcher(4096, nbufs=3)", ValueError)
 row(W, "nbufs negative", "ringio.Watcher(4096, nbufs=-1)", ValueError)
 row(W, "entries 0", "ringio.Watcher(4096, entries=0)", ValueError)
+row(W, "loop is a str", "ringio.Watcher(4096, loop='x')", TypeError)
+row(W, "loop is a plain asyncio loop", "scenarios.watcher_loop_arg('plain')", TypeError)
+row(W, "loop is a closed ringio.EventLoop", "scenarios.watcher_loop_arg('closed')", RuntimeError)
+row(W, "loop=True, no ringio.EventLoop running", "ringio.Watcher(4096, loop=True)", RuntimeError)
+row(
+    W,
+    "the loop whose ring it shares is closed with an op pending",
+    "scenarios.watcher_loop_bound('loop closed')",
+    OK("the op comes back with WatcherClosedError", "r == (['WatcherClosedError'], True)"),
+    isolate=True,
+)
+row(
+    W + ".fileno",
+    "loop-bound (no eventfd)",
+    "scenarios.watcher_loop_bound('fileno')",
+    UnsupportedOperation,
+)
+row(
+    W + ".wait_io_async",
+    "loop-bound, awaited on another loop",
+    "scenarios.watcher_loop_bound('other loop')",
+    RuntimeError,
+)
 for op, args in [
     ("read", ""),
     ("read_timeout", ", None, time.monotonic() + 1"),
@@ -1183,6 +1206,27 @@ row(
 # ------------------------------------------------------------------ EventLoop
 group("loop")
 EL = "ringio.EventLoop"
+row(
+    EL + ".call_soon",
+    "after close",
+    "scenarios.loop_call_soon(lambda lp: lp.call_soon(print), closed=True)",
+    RuntimeError,
+)
+row(
+    EL + ".call_soon",
+    "not callable, debug mode",
+    "scenarios.loop_call_soon(lambda lp: lp.call_soon(5), debug=True)",
+    TypeError,
+)
+row(
+    EL + ".call_soon",
+    "not callable",
+    "scenarios.loop_run_not_callable()",
+    OK(
+        "accepted, as asyncio outside debug mode; the TypeError goes to the handler",
+        "len(r) == 1 and isinstance(r[0], TypeError)",
+    ),
+)
 row(EL + ".sock_recv", "nbytes negative", "await loop.sock_recv(s1, -1)", ValueError)
 row(EL + ".sock_recv", "nbytes is a str", "await loop.sock_recv(s1, 'x')", TypeError)
 row(EL + ".sock_recv", "closed socket", "await loop.sock_recv(closed_sock, 8)", OSError)

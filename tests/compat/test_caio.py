@@ -13,8 +13,9 @@ from tests.engines import conftest as engine_fixtures
 
 from ringio.compat.caio import AsyncioContext
 
-# Every test runs on each engine: uring, aio and thread.
+# Every test runs on each engine: uring, aio and thread (and uring on ringio's loop).
 engine_name = engine_fixtures.engine_name
+event_loop_policy = engine_fixtures.event_loop_policy
 engine = engine_fixtures.engine
 
 

@@ -122,6 +122,61 @@ async def test_direct(engine, tmp_path, case):
     assert p.read_bytes() == payload
 
 
+async def _open_direct(path, mode):
+    try:
+        return await ringio.open(path, mode, direct=True)
+    except OSError as e:  # e.g. tmpfs refuses O_DIRECT
+        pytest.skip(f"O_DIRECT refused here: {e}")
+
+
+async def test_direct_preads_run_concurrently_and_leave_the_position(engine, tmp_path):
+    p = tmp_path / "d.bin"
+    payload = os.urandom(64 * 4096)
+    p.write_bytes(payload)
+    f = await _open_direct(p, "rb")
+    async with f:
+        await f.seek(100)
+        in_flight = high = 0
+        real = f._eng.pread
+
+        async def counting(*args, **kwargs):
+            nonlocal in_flight, high
+            in_flight += 1
+            high = max(high, in_flight)
+            try:
+                return await real(*args, **kwargs)
+            finally:
+                in_flight -= 1
+
+        f._eng.pread = counting
+        try:
+            # Aligned and unaligned spans, 32 at once.
+            spans = [(i * 4096 + (i % 3) * 7, 4096 - (i % 5) * 100) for i in range(32)]
+            got = await asyncio.gather(*(f.pread(n, off) for off, n in spans))
+        finally:
+            del f._eng.pread
+        assert got == [payload[off : off + n] for off, n in spans]
+        assert high == 32  # no lock between them: the device sees them all at once
+        assert await f.tell() == 100
+        assert await f.read(10) == payload[100:110]
+
+
+async def test_direct_whole_block_pwrites_run_concurrently(engine, tmp_path):
+    p = tmp_path / "d.bin"
+    p.write_bytes(bytes(16 * 4096))
+    f = await _open_direct(p, "r+b")
+    blocks = [os.urandom(4096) for _ in range(16)]
+    async with f:
+        # bytes (unaligned memory) at aligned offsets: whole blocks, no read-back.
+        assert await asyncio.gather(
+            *(f.pwrite(b, i * 4096) for i, b in enumerate(blocks))
+        ) == [4096] * 16
+        assert await f.pwrite(b"partial", 4096 + 10) == 7  # the locked path still
+        assert await f.tell() == 0
+    blocks[1] = blocks[1][:10] + b"partial" + blocks[1][17:]
+    assert p.read_bytes() == b"".join(blocks)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "exc", "closed"),
     [

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.engines.conftest import engine, engine_name  # noqa: F401
+from tests.engines.conftest import engine, engine_name, event_loop_policy  # noqa: F401
 from tests.os.reference import Tree, open_tree
 
 

@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 from tests.conftest import user_thread_count
 
+import ringio
 import ringio._engines as engines
 from ringio import _core
+from ringio._proactor import LoopRingProactor
 
 SECONDS = float(os.environ.get("RINGIO_SOAK_SECONDS", "60" if os.environ.get("CI") else "10"))
 REGION = 4096
@@ -144,12 +146,23 @@ class Soak:
 
 @pytest.mark.parametrize("name", ["uring", "aio"])
 async def test_soak_with_random_cancellations(name, tmp_path: Path, monkeypatch):
+    await _soak(name, tmp_path, monkeypatch)
+
+
+def test_soak_on_ringio_loop(tmp_path: Path, monkeypatch):
+    """The uring engine on ringio.EventLoop: file and socket ops on the loop's own
+    ring (staged, cancelled and settled through its select)."""
+    ringio.run(_soak("uring", tmp_path, monkeypatch, on_loop_ring=True))
+
+
+async def _soak(name: str, tmp_path: Path, monkeypatch, on_loop_ring: bool = False) -> None:
     if engines._usable(name):
         pytest.skip(f"{name} unavailable")
     monkeypatch.setenv("RINGIO_ENGINE", name)
     engines.reset()
     try:
         engine = engines.get()
+        assert isinstance(engine._proactor, LoopRingProactor) == on_loop_ring
         soak = Soak(engine, seed=hash(name) & 0xFFFF)
         fd = os.open(tmp_path / "soak", os.O_RDWR | os.O_CREAT, 0o600)
         os.ftruncate(fd, FILE_WORKERS * REGION)
@@ -182,7 +195,8 @@ async def test_soak_with_random_cancellations(name, tmp_path: Path, monkeypatch)
             os.close(fd)
         assert engine._queue.in_flight == 0
         print(
-            f"\nsoak[{name}] {SECONDS:.0f}s: {soak.ops} ops, {soak.cancelled} cancelled or "
+            f"\nsoak[{name}{' on the loop ring' if on_loop_ring else ''}] {SECONDS:.0f}s: "
+            f"{soak.ops} ops, {soak.cancelled} cancelled or "
             f"timed out, {soak.bytes_verified / 1e6:.1f} MB verified, RSS +{grew} KiB"
         )
         assert soak.ops > 1000 and soak.cancelled > 100

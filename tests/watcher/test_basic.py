@@ -199,8 +199,8 @@ def test_free_while_pending(watcher: ringio.Watcher, listener) -> None:
     assert watcher.pending == 0
 
 
-def test_close_with_ops_pending(listener) -> None:
-    w = ringio.Watcher()
+def test_close_with_ops_pending(make_watcher, listener) -> None:
+    w = make_watcher()
     pairs = [tcp_pair(listener) for _ in range(5)]
     for i, (_, s) in enumerate(pairs):
         w.read(("r", i), s)

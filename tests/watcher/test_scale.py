@@ -87,10 +87,10 @@ def test_write_timeout_and_past_deadline(watcher: ringio.Watcher, listener) -> N
     c.close()
 
 
-def test_buffer_ring_starvation_keeps_progress(listener) -> None:
+def test_buffer_ring_starvation_keeps_progress(make_watcher, listener) -> None:
     """With 4 ring buffers and 200 connections receiving at once, ENOBUFS must lead
     to re-arming, never to a stall (gaio's Test1k..10k hang here)."""
-    with ringio.Watcher(bufsize=1024, nbufs=4) as w:
+    with make_watcher(bufsize=1024, nbufs=4) as w:
         pairs = [tcp_pair(listener) for _ in range(200)]
         for i, (_, s) in enumerate(pairs):
             w.read(i, s)
@@ -125,10 +125,10 @@ def test_ring_buffer_valid_until_next_wait(watcher: ringio.Watcher, listener) ->
     held.release()
 
 
-def test_read_ahead_is_bounded(listener) -> None:
+def test_read_ahead_is_bounded(make_watcher, listener) -> None:
     """Data the peer sends while no read is pending is bounded by bufsize (then the
     kernel stops reading; TCP flow control pushes back on the sender)."""
-    with ringio.Watcher(bufsize=4096, nbufs=16) as w:
+    with make_watcher(bufsize=4096, nbufs=16) as w:
         c, s = tcp_pair(listener)
         c.sendall(b"first")
         w.read("r", s)
@@ -162,7 +162,7 @@ def _raise_nofile(need: int) -> None:
         pytest.skip(f"RLIMIT_NOFILE {soft}/{hard} and cannot raise it to {need}")
 
 
-def test_10000_concurrent_connections() -> None:
+def test_10000_concurrent_connections(make_watcher) -> None:
     """10,000 clients connect, write 1 KiB and read the echo back, all at once,
     server and clients in one Watcher. Client sockets are registered in the ring's
     fixed-file table (no dup), the server ends are direct accepts (no fd at all):
@@ -173,7 +173,7 @@ def test_10000_concurrent_connections() -> None:
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
     ls.listen(4096)
-    w = ringio.Watcher(bufsize=4096, nbufs=4096)
+    w = make_watcher(bufsize=4096, nbufs=4096)
     clients = []
     try:
         for _ in range(n // 2):
@@ -248,9 +248,13 @@ def test_udp_read_from_write_to(watcher: ringio.Watcher) -> None:
         watcher.free(b)
 
 
-async def test_asyncio_wait_io_async(listener) -> None:
-    w = ringio.Watcher()
-    try:
+def test_asyncio_wait_io_async(wenv, listener) -> None:
+    """wait_io_async and ``async for``: on a plain asyncio loop (own ring) and on
+    the ringio.EventLoop whose ring the Watcher shares."""
+    loop = wenv.loop if wenv.loop is not None else asyncio.SelectorEventLoop()
+    w = wenv.make()
+
+    async def main() -> None:
         c, s = tcp_pair(listener)
         w.read("r", s)
         loop = asyncio.get_running_loop()
@@ -273,8 +277,19 @@ async def test_asyncio_wait_io_async(listener) -> None:
         results = await asyncio.wait_for(w.wait_io_async(), 5)
         assert [r.context for r in results] == ["queued"]
         assert isinstance(results[0].error, TimeoutError)
+        w.close()
+        # async for ends when the Watcher is closed
+        async with asyncio.timeout(5):
+            async for batch in w:
+                assert all(isinstance(r.error, ringio.WatcherClosedError) for r in batch)
+        c.close()
+
+    try:
+        loop.run_until_complete(main())
     finally:
         w.close()
+        if wenv.loop is None:
+            loop.close()
 
 
 def test_two_watchers_in_two_threads() -> None:
@@ -312,7 +327,7 @@ def test_watcher_belongs_to_its_thread(watcher: ringio.Watcher) -> None:
 
     def other() -> None:
         try:
-            watcher.wait_io(0)
+            ringio.Watcher.wait_io(watcher, 0)  # the blocking call, in every mode
         except RuntimeError as exc:
             errors.append(exc)
 

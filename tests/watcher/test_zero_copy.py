@@ -38,12 +38,12 @@ def _pool(w: ringio.Watcher) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("server", ["own-buffer", "ring-buffer"])
-def test_echo_64k_messages_byte_exact(listener, server: str) -> None:
+def test_echo_64k_messages_byte_exact(make_watcher, listener, server: str) -> None:
     """The echo benchmark's shape: the client keeps one 64 KiB write and one read
     submitted; the server echoes from its own buffer (read -> write -> read) or
     writes each ring buffer straight back. Every byte comes back, in order."""
     messages = 300
-    with ringio.Watcher(bufsize=MSG, nbufs=16) as w:
+    with make_watcher(bufsize=MSG, nbufs=16) as w:
         c, s = tcp_pair(listener)
         _nodelay(c, s)
         payloads = [os.urandom(MSG) for _ in range(8)]
@@ -102,11 +102,11 @@ def _fill_until_blocked(w: ringio.Watcher, sock: socket.socket) -> bytes:
     pytest.fail("writes never blocked")
 
 
-def test_write_of_a_ring_buffer_survives_dropping_the_result(listener) -> None:
+def test_write_of_a_ring_buffer_survives_dropping_the_result(make_watcher, listener) -> None:
     """A pending write of a RingBuffer keeps that ring buffer out of the ring until
     its CQE, even after the result (and every Python reference) is gone and the
     ring has been recycled many times over with other data."""
-    with ringio.Watcher(bufsize=4096, nbufs=4) as w:
+    with make_watcher(bufsize=4096, nbufs=4) as w:
         a_client, a_server = tcp_pair(listener)  # data arrives on a_server
         b_client, b_server = tcp_pair(listener)  # the echo goes out on b_server
         filler = _fill_until_blocked(w, b_server)  # b_client does not read yet
@@ -143,12 +143,12 @@ def test_write_of_a_ring_buffer_survives_dropping_the_result(listener) -> None:
             done += [x.context for x in w.wait_io(0.1)]
 
 
-def test_read_ahead_held_in_ring_is_exact_and_never_starves(listener) -> None:
+def test_read_ahead_held_in_ring_is_exact_and_never_starves(make_watcher, listener) -> None:
     """One connection streams while no read is pending: its read-ahead holds ring
     buffers (at most half the ring), then copies, then stops the kernel reading.
     Meanwhile 30 other connections keep receiving through the other half; finally
     the stream is read back byte-exact, in order."""
-    with ringio.Watcher(bufsize=4096, nbufs=8) as w:
+    with make_watcher(bufsize=4096, nbufs=8) as w:
         hog_client, hog = tcp_pair(listener)
         hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
         first = b"start"
@@ -218,10 +218,10 @@ def test_read_ahead_held_in_ring_is_exact_and_never_starves(listener) -> None:
         assert _pool(w)[0] == _pool(w)[1]  # every buffer back in the ring
 
 
-def test_free_with_ring_buffer_write_pending_and_read_ahead_held(listener) -> None:
+def test_free_with_ring_buffer_write_pending_and_read_ahead_held(make_watcher, listener) -> None:
     """free() with a write of a ring buffer pending and read-ahead held: the write
     fails with ConnFreedError, every ring buffer goes back, the Watcher carries on."""
-    with ringio.Watcher(bufsize=4096, nbufs=8) as w:
+    with make_watcher(bufsize=4096, nbufs=8) as w:
         c, s = tcp_pair(listener)
         c2, s2 = tcp_pair(listener)
         _fill_until_blocked(w, s2)  # c2 does not read: writes on s2 stay pending
@@ -250,8 +250,8 @@ def test_free_with_ring_buffer_write_pending_and_read_ahead_held(listener) -> No
             sock.close()
 
 
-def test_close_with_ring_buffer_writes_pending(listener) -> None:
-    w = ringio.Watcher(bufsize=4096, nbufs=4)
+def test_close_with_ring_buffer_writes_pending(make_watcher, listener) -> None:
+    w = make_watcher(bufsize=4096, nbufs=4)
     c, s = tcp_pair(listener)
     c2, s2 = tcp_pair(listener)
     _fill_until_blocked(w, s2)
@@ -276,11 +276,11 @@ def test_close_with_ring_buffer_writes_pending(listener) -> None:
         sock.close()
 
 
-def test_read_ahead_is_handed_out_without_a_copy(listener) -> None:
+def test_read_ahead_is_handed_out_without_a_copy(make_watcher, listener) -> None:
     """Data a multishot receive delivered while no read was pending stays in its ring
     buffers: later reads without a buffer get those RingBuffers (is_swap_buffer),
     one per buffer, in order; none of it is copied into a bytes object."""
-    with ringio.Watcher(bufsize=4096, nbufs=16) as w:
+    with make_watcher(bufsize=4096, nbufs=16) as w:
         c, s = tcp_pair(listener)
         c.sendall(b"first")
         w.read("r", s)
@@ -330,12 +330,12 @@ def _address(obj: object) -> int:
         ctypes.pythonapi.PyBuffer_Release(ctypes.byref(view))
 
 
-def test_recycling_reuses_a_small_set_of_buffers(listener) -> None:
+def test_recycling_reuses_a_small_set_of_buffers(make_watcher, listener) -> None:
     """Buffers go back to the ring most recently returned first, and only as many are
     provided as the traffic needed: 300 messages received one at a time through a
     ring of 256 buffers use a handful of them (still in the CPU caches), not all
     256 in turn. Under a burst the ring provides more (no connection starves)."""
-    with ringio.Watcher(bufsize=4096, nbufs=256) as w:
+    with make_watcher(bufsize=4096, nbufs=256) as w:
         c, s = tcp_pair(listener)
         seen = set()
         for i in range(300):

@@ -23,6 +23,7 @@ import asyncio
 import concurrent.futures
 import errno
 import fcntl
+import functools
 import os
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -126,6 +127,14 @@ class FileEngine(abc.ABC):
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        # What loop.create_future() gives, without its Python frame where the loop
+        # does not override it (futures are made per op).
+        if type(loop).create_future is asyncio.BaseEventLoop.create_future:
+            self._new_future: Callable[[], asyncio.Future[Any]] = functools.partial(
+                asyncio.Future, loop=loop
+            )
+        else:
+            self._new_future = loop.create_future
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self.closed = False

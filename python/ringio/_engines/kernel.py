@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import _core
-from .._proactor import Proactor
+from .._proactor import LoopRingProactor, Proactor
 from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, write_what_fits
 from .base import check_offset as _check_offset
 
@@ -49,12 +49,17 @@ def _inline_read_refused(e: OSError, hint: NowaitHint) -> None:
 
 
 class KernelEngine(FileEngine):
-    def __init__(self, loop: asyncio.AbstractEventLoop, queue: Any, cancellable: Callable) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, queue: Any, cancellable: Callable,
+        proactor: Proactor | None = None,
+    ) -> None:
         super().__init__(loop)
         # The proactor reaches the loop only weakly, so that a finished loop (and
         # with it this engine and its kernel queue) can be collected.
         self._queue = queue
-        self._proactor = Proactor(queue, weakref.proxy(loop), cancellable=cancellable)
+        if proactor is None:
+            proactor = Proactor(queue, weakref.proxy(loop), cancellable=cancellable)
+        self._proactor = proactor
 
     def _check_open(self) -> None:
         # The inline paths never reach the proactor, which would say so itself.
@@ -74,7 +79,7 @@ class KernelEngine(FileEngine):
         self, make: Callable[..., _core.Op], *args: Any, outcome: Outcome | None = None,
         **kwargs: Any,
     ) -> Any:
-        op = make(*args, data=self.loop.create_future(), **kwargs)
+        op = make(*args, data=self._new_future(), **kwargs)
         try:
             return await self._start(op, outcome)
         except BaseException:
@@ -102,9 +107,9 @@ class KernelEngine(FileEngine):
                 pass  # not cached: the kernel queue does it without blocking us
             except OSError as e:
                 _inline_read_refused(e, nowait)
-        if not self._queue_reads_correct(fd, hint):
+        if (hint is None or not hint.queue_reads) and not self._queue_reads_correct(fd, hint):
             return await self._tracked(outcome, os.preadv, fd, [buf], offset)
-        op = _core.pread(fd, buf, offset, data=self.loop.create_future())
+        op = _core.pread(fd, buf, offset, data=self._new_future())
         try:
             if outcome is None:
                 return await self._proactor.start(op, watch=False)
@@ -207,8 +212,18 @@ class UringFileEngine(KernelEngine):
     name = "uring"
 
     def __init__(self, loop: asyncio.AbstractEventLoop, entries: int = 256) -> None:
-        # One ring per loop, used only from the loop's thread: SINGLE_ISSUER +
-        # DEFER_TASKRUN where the kernel has them.
+        from ..loop import RingSelector
+
+        selector = getattr(loop, "_selector", None)
+        if isinstance(selector, RingSelector):
+            # ringio.EventLoop: file ops ride the loop's own ring, submitted and
+            # reaped by its one io_uring_enter per iteration (no eventfd).
+            proactor = LoopRingProactor(selector, weakref.proxy(loop), lambda op: True)
+            super().__init__(loop, proactor.ring, lambda op: True, proactor)
+            return
+        # Any other loop: a ring of the engine's own, used only from the loop's
+        # thread (SINGLE_ISSUER + DEFER_TASKRUN where the kernel has them), whose
+        # eventfd the loop watches.
         super().__init__(loop, _core.Ring(entries, single_issuer=True), lambda op: True)
 
     # Linux 6.18 (at least): io_uring retries a short read of a FUSE file opened in
@@ -252,7 +267,7 @@ class UringFileEngine(KernelEngine):
     async def _statx(self, path: Any, dir_fd: int | None, flags: int) -> os.stat_result:
         from ..uring import stat_result
 
-        fut = self.loop.create_future()
+        fut = self._new_future()
         op = _core.statx(path, dir_fd=dir_fd, flags=flags, data=fut)
         await self._proactor.start(op)
         return stat_result(op)

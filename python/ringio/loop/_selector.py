@@ -131,6 +131,13 @@ class RingSelector(selectors.BaseSelector):
         # The native half of the loop (phase 2): stream transports on this ring, and
         # submit + wait + reap in one io_uring_enter per select().
         self._core: Any = _core.LoopCore()
+        # File ops on this ring (``ringio._proactor.LoopRingProactor``): gets the
+        # completions of ops whose future the core did not settle, and stages ops
+        # that waited for room after each select.
+        self._files: list[Any] = []
+        # Waiters of ``Proactor.settled()``, kept here so that they outlive the
+        # file engine that made them (a new engine may be made for this loop).
+        self.settled_waiters: dict[Any, Any] = {}
 
     # ------------------------------------------------------------- registration
 
@@ -217,6 +224,18 @@ class RingSelector(selectors.BaseSelector):
         self._to_arm.update(self._fd_to_key)
         return ring
 
+    def _watcher_ring(self) -> Any:
+        """The ring a loop-bound ``ringio.Watcher`` shares: this thread's (made now
+        if the loop has not run yet; the loop must then run in this thread)."""
+        if self._closed:
+            raise RuntimeError("the selector is closed")
+        if self._ring is not None and self._ring_thread != threading.get_ident():
+            raise RuntimeError(
+                "this event loop's ring belongs to another thread: create the Watcher "
+                "in the thread that runs the loop"
+            )
+        return self._owned_ring()
+
     def _retire_ring(self) -> None:
         """Closes the current ring; its polls are gone with it."""
         ring, self._ring = self._ring, None
@@ -277,6 +296,28 @@ class RingSelector(selectors.BaseSelector):
         if self._cancel(op):
             self._reap_after_cancel()
 
+    def _set_file_proactor(self, proactor: Any) -> None:
+        """Adds `proactor` (a ``LoopRingProactor``) to those whose file ops ride
+        this ring: after each select it stages the ops that waited for room, and
+        the newest completes the ops whose future the loop core did not settle
+        (any of them can: their ``settled()`` waiters live here)."""
+        self._files = [p for p in self._files if not p._closed] + [proactor]
+
+    def _complete_other(self, completions: list[Any]) -> None:
+        """Completions of non-poll ops: a callable ``data`` is called; an asyncio
+        future (a file op's) goes to the file proactor."""
+        futures = []
+        for c in completions:
+            tag = c.data
+            if tag is None:
+                continue
+            if callable(tag):
+                tag(c)
+            else:
+                futures.append(c)
+        if futures and self._files:
+            self._files[-1]._resolve(futures)
+
     @property
     def ring(self) -> Any:
         """The ring of the thread running the loop (None before the first select)."""
@@ -331,16 +372,23 @@ class RingSelector(selectors.BaseSelector):
             done = backlog
         # (Nothing from the Driver is the common case: transports' completions are
         # handled inside the core.)
-        return self._dispatch(done) if done else []
+        ready = self._dispatch(done) if done else []
+        for files in self._files:
+            if files._queue:
+                files.after_select()
+        return ready
 
     def _dispatch(self, done: list[Any]) -> list[tuple[selectors.SelectorKey, int]]:
         ready: dict[int, int] = {}
         fd_to_key = self._fd_to_key
+        other = None
         for c in done:
             tag = c.data
             if tag.__class__ is not _PollTag:
-                if tag is not None:
-                    tag(c)
+                if other is None:
+                    other = [c]
+                else:
+                    other.append(c)
                 continue
             fd = tag.fd
             armed = self._armed_r if tag.event == EVENT_READ else self._armed_w
@@ -363,6 +411,8 @@ class RingSelector(selectors.BaseSelector):
                 continue
             ready[fd] = ready.get(fd, 0) | tag.event
             self._to_arm.add(fd)
+        if other is not None:
+            self._complete_other(other)
         return [(fd_to_key[fd], ev) for fd, ev in ready.items() if fd in fd_to_key]
 
     def close(self) -> None:
@@ -374,10 +424,8 @@ class RingSelector(selectors.BaseSelector):
             op.data(_NotSubmitted(op))
         if self._ring is not None:
             self._retire_ring()
-        for c in self._backlog:
-            if not isinstance(c.data, _PollTag) and c.data is not None:
-                c.data(c)
-        self._backlog.clear()
+        backlog, self._backlog = self._backlog, []
+        self._complete_other([c for c in backlog if not isinstance(c.data, _PollTag)])
         self._fd_to_key.clear()
         self._to_arm.clear()
         # After the ring is closed (the kernel is done with every buffer): drops the

@@ -7,6 +7,11 @@ benchmarks (the peer program is bench/peers/gaio). One JSON line back.
   echoes -> seconds to completion.
 * ``idle``: N idle connections, one pending read each, server ends in this
   process, client ends in a child process -> RSS per connection.
+
+``on_loop`` (echo64k): the client and the server each run on a ``ringio.EventLoop``
+and await ``wait_io_async``, with a Watcher that shares the loop's ring (``"shared"``)
+or has its own ring, woken through its eventfd (``"eventfd"``), instead of a Watcher
+with its own ring driven by ``wait_io``.
 """
 
 from __future__ import annotations
@@ -97,11 +102,66 @@ def _serve(seconds: float, bufsize: int) -> None:
     ls.close()
 
 
+def _serve_on_loop(seconds: float, bufsize: int, share: bool) -> None:
+    """`_serve` on a ringio.EventLoop, awaited, the Watcher on the loop's ring
+    (`share`) or its own; stopped by stdin closing (a reader on the loop) or after
+    `seconds`."""
+    import asyncio
+
+    import ringio
+
+    ls = _listener()
+    own = bufsize > 0
+    op_accept = ringio.OP_ACCEPT
+
+    async def serve(w: ringio.Watcher) -> None:
+        read, write = w.read, w.write
+        while True:
+            for r in await w.wait_io_async():
+                ctx = r.context
+                if ctx == "r":
+                    if r.error is not None:
+                        w.free(r.conn)
+                    elif own:
+                        buf, size = r.buffer, r.size
+                        write(buf, r.conn, buf if size == len(buf) else memoryview(buf)[:size])
+                    else:
+                        write("w", r.conn, r.buffer)
+                        read("r", r.conn)
+                elif r.operation == op_accept:
+                    w.accept("acc", ls)
+                    _nodelay(r.conn)
+                    read("r", r.conn, bytearray(bufsize) if own else None)
+                elif r.error is not None:
+                    w.free(r.conn)
+                elif own:
+                    read("r", r.conn, ctx)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        with ringio.Watcher(bufsize=65536, nbufs=1024, loop=share) as w:
+            for _ in range(64):
+                w.accept("acc", ls)
+            print(ls.getsockname()[1], flush=True)
+            task = asyncio.ensure_future(serve(w))
+            loop.add_reader(sys.stdin.fileno(), task.cancel)
+            loop.call_later(seconds, task.cancel)
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            loop.remove_reader(sys.stdin.fileno())
+
+    ringio.run(main())
+    ls.close()
+
+
 class _EchoServer:
-    def __init__(self, seconds: float, bufsize: int) -> None:
+    def __init__(self, seconds: float, bufsize: int, on_loop: str = "") -> None:
         module = __spec__.name if __spec__ else __name__
+        cmd = f"serve-loop-{on_loop}" if on_loop else "serve"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", module, "serve", str(seconds), str(bufsize)],
+            [sys.executable, "-m", module, cmd, str(seconds), str(bufsize)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -128,7 +188,22 @@ def echo64k(spec: dict[str, Any]) -> dict[str, Any]:
     import ringio
 
     size, messages = spec.get("msg_size", 65536), spec["messages"]
-    server = _EchoServer(spec.get("timeout", 60), spec.get("server_bufsize", size))
+    on_loop = spec.get("on_loop", "")
+    server = _EchoServer(spec.get("timeout", 60), spec.get("server_bufsize", size), on_loop)
+    if on_loop:
+        try:
+            share = on_loop == "shared"
+            echo = _echo64k_on_loop(server.addr, size, messages, spec, share)
+            read, elapsed = ringio.run(echo)
+        finally:
+            server.close()
+        return {
+            "messages": messages,
+            "msg_size": size,
+            "bytes": read,
+            "seconds": elapsed,
+            "mb_per_s": read / elapsed / 1e6,
+        }
     try:
         with ringio.Watcher() as w:
             conn = socket.create_connection(server.addr)
@@ -168,6 +243,43 @@ def echo64k(spec: dict[str, Any]) -> dict[str, Any]:
         "seconds": elapsed,
         "mb_per_s": read / elapsed / 1e6,
     }
+
+
+async def _echo64k_on_loop(
+    addr: tuple[str, int], size: int, messages: int, spec: dict[str, Any], share: bool
+) -> tuple[int, float]:
+    """echo64k's client on the running ringio.EventLoop, its Watcher on the loop's
+    ring (`share`) or its own."""
+    import ringio
+
+    with ringio.Watcher(loop=share) as w:
+        conn = socket.create_connection(addr)
+        _nodelay(conn)
+        tx = bytes(i & 0xFF for i in range(size))
+        rx = bytearray(size)
+        target = size * messages
+        written = read = 0
+        start = time.perf_counter()
+        w.write("w", conn, tx)
+        w.read("r", conn, rx)
+        deadline = time.monotonic() + spec.get("timeout", 60)
+        while read < target:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"echo64k: {read} of {target} bytes")
+            for r in await w.wait_io_async():
+                if r.error is not None:
+                    raise r.error
+                if r.context == "w":
+                    written += r.size
+                    if written < target:
+                        w.write("w", conn, tx)
+                else:
+                    read += r.size
+                    if read < target:
+                        w.read("r", conn, rx)
+        elapsed = time.perf_counter() - start
+        w.free(conn)
+    return read, elapsed
 
 
 def conns(spec: dict[str, Any]) -> dict[str, Any]:
@@ -289,5 +401,9 @@ def idle(spec: dict[str, Any]) -> dict[str, Any]:
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         _serve(float(sys.argv[2]), int(sys.argv[3]))
+        sys.exit(0)
+    if sys.argv[1].startswith("serve-loop-"):
+        share = sys.argv[1] == "serve-loop-shared"
+        _serve_on_loop(float(sys.argv[2]), int(sys.argv[3]), share)
         sys.exit(0)
     worker_main({"echo64k": echo64k, "conns": conns, "idle": idle})

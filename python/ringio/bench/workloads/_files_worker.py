@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..engines import LOOP_SUFFIX
 from ..worker import WorkerSkipped, import_peer, worker_main
 
 KiB = 1024
@@ -50,6 +51,17 @@ def cpu_seconds() -> float:
 
 class AsyncFiles:
     """Async contender over a list of paths: open, read, write, fsync, close."""
+
+    #: Run on ringio.EventLoop instead of asyncio's default loop.
+    on_ringio_loop = False
+
+    def run(self, coro: Any) -> Any:
+        """Runs `coro` on a fresh loop of the contender's kind."""
+        if self.on_ringio_loop:
+            import ringio
+
+            return ringio.run(coro)
+        return asyncio.run(coro)
 
     async def open(self, paths: list[str], write: bool = False, direct: bool = False) -> None:
         raise NotImplementedError
@@ -438,6 +450,12 @@ class LinuxAioFiles(SyncFiles):
 
 def make_contender(name: str, depth: int = 64) -> AsyncFiles | SyncFiles:
     """`name` as the parent passes it: ringio[aio], aiofile[thread_aio], libaio, ..."""
+    if name.endswith(LOOP_SUFFIX):
+        c = make_contender(name.removesuffix(LOOP_SUFFIX), depth)
+        if not isinstance(c, AsyncFiles):
+            raise WorkerSkipped(f"{name}: not an asyncio contender")
+        c.on_ringio_loop = True
+        return c
     if name.startswith("ringio.open[") and name.endswith("]"):
         return RingioOpenFiles(name[12:-1])
     if name == "os.pread":
@@ -524,7 +542,7 @@ def rand_read(spec: dict[str, Any]) -> dict[str, Any]:
         offsets = _offsets(size, ops, block)
         c = make_contender(spec["contender"], depth)
         if isinstance(c, AsyncFiles):
-            out[str(depth)] = asyncio.run(_rand_read_async(c, path, block, offsets, depth, direct))
+            out[str(depth)] = c.run(_rand_read_async(c, path, block, offsets, depth, direct))
         else:
             if direct:
                 raise WorkerSkipped("O_DIRECT variant only for ringio")
@@ -540,7 +558,7 @@ def rand_read(spec: dict[str, Any]) -> dict[str, Any]:
 async def _rand_read_async(
     c: AsyncFiles, path: str, block: int, offsets: list[int], depth: int, direct: bool
 ) -> float:
-    if direct and not isinstance(c, RingioFiles):
+    if direct and not isinstance(c, (RingioFiles, RingioOpenFiles)):
         raise WorkerSkipped("O_DIRECT variant only for ringio")
     await c.open([path], direct=direct)
     readers: list[Callable[[int], Awaitable[Any]]] = []

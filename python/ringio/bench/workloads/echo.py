@@ -15,7 +15,9 @@ the repeats is reported:
 ringio's server is a Watcher in a separate process (gaio's runs on its own goroutines),
 with a buffer per connection as the gaio peer's server has; for ``echo64k`` a second
 ringio row uses the Watcher's zero-copy echo instead (buffer-ring reads, each ring buffer
-written straight back). Every TCP socket has TCP_NODELAY, as Go sets on the gaio peer's.
+written straight back), and a third the own-buffer echo with both Watchers on a
+``ringio.EventLoop``'s ring (awaited; no ring or eventfd of their own). Every TCP socket
+has TCP_NODELAY, as Go sets on the gaio peer's.
 Placement: nothing is pinned (the gaio program and both ringio processes run wherever
 the scheduler puts them on the machine's CPUs).
 """
@@ -85,12 +87,13 @@ def run(options: Options) -> WorkloadResult:
     }
     cases = [("echo64k", "echo64k"), ("conns", "conns"), ("idle", "idle")]
     steps = sum(counts["repeats"] if c != "idle" else 1 for c, _ in cases)
-    options.progress(steps * 2 + counts["repeats"] + 1, 0)
+    options.progress(steps * 2 + 2 * counts["repeats"] + 1, 0)
     want_gaio = options.wants("gaio")
     for case, kind in cases:
         repeats = 1 if case == "idle" else counts["repeats"]
         mine: list[dict[str, Any]] = []
         ring: list[dict[str, Any]] = []
+        onloop: list[dict[str, Any]] = []
         theirs: list[dict[str, Any]] = []
         for _ in range(repeats):
             spec = {
@@ -115,6 +118,13 @@ def run(options: Options) -> WorkloadResult:
                 else:
                     ring.append(answer)
                 options.progress(0, 1)
+                # The same own-buffer echo, both Watchers on a ringio.EventLoop.
+                answer = run_worker(WORKER, {**spec, "on_loop": "shared"}, timeout=120)
+                if "error" in answer or "skipped" in answer:
+                    options.notice(f"echo {case}: ringio on the loop: {answer.get('error')}")
+                else:
+                    onloop.append(answer)
+                options.progress(0, 1)
             if want_gaio:
                 g = run_gaio(case, quick=True, extra_args=_gaio_args(counts))
                 if "error" in g or "skipped" in g:
@@ -129,6 +139,8 @@ def run(options: Options) -> WorkloadResult:
         contenders = [("ringio.Watcher", mine), ("gaio", theirs)]
         if ring:
             contenders.insert(1, ("ringio.Watcher, ring-buffer echo", ring))
+        if onloop:
+            contenders.insert(1, ("ringio.Watcher on ringio.EventLoop", onloop))
         for name, runs in contenders:
             if not runs:
                 continue

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..engines import contender_name, select_engines
+from ..engines import LOOP_SUFFIX, contender_name, select_engines
 from ..model import Options, Table, WorkloadResult
 from ..worker import run_worker
 
@@ -150,6 +150,7 @@ def run(options: Options) -> WorkloadResult:
     options.progress(
         len(names) * (len(scale.nfiles) + 2)
         + 2 * len(ringio_names)
+        + 2 * ("ringio[uring]" in ringio_names)
         + 1
         + (len(scale.direct_depths) if use_fio else 0)
         + 3,
@@ -209,7 +210,14 @@ def run(options: Options) -> WorkloadResult:
         metric="ops_per_s", baseline="fio io_uring", higher_is_better=True,
         note="fio --ioengine=io_uring --direct=1 --rw=randread --bs=4k on the same file.",
     )  # fmt: skip
-    for c in ringio_names:
+    # The uring engine also on ringio's own loop, where the reads ride the loop's
+    # ring (submitted and reaped by its one io_uring_enter per iteration).
+    # And ringio.open(direct=True) there: f.pread(4096, offset), bytes out through
+    # an aligned bounce buffer, as a user of the file object writes it.
+    loop_names = [n + LOOP_SUFFIX for n in ringio_names if n == "ringio[uring]"]
+    direct_names = ringio_names + loop_names
+    direct_names += [n.replace("ringio[", "ringio.open[") for n in loop_names]
+    for c in direct_names:
         spec = {"kind": "rand_read", "path": data["rand"], "block": 4096, "direct": True,
                 "ops": scale.direct_ops, "depths": list(scale.direct_depths)}  # fmt: skip
         if (a := job(c, spec)) is not None:
