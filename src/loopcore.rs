@@ -35,6 +35,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyType, PyWeakrefReference
 use crate::buffers::View;
 use crate::engine::{Engine, RawCompletion, Submitted};
 use crate::errors;
+use crate::net::bufring::BufRing;
 use crate::op::{Completion, Op};
 use crate::uring::py::Ring;
 use crate::uring::{INTERNAL_TOKEN, SIDE_BIT};
@@ -47,11 +48,22 @@ const KIND_SEND: u64 = 1;
 const BGID: u16 = 0x4c;
 /// Up to 1024 x 16 KiB (16 MiB, mapped with MAP_NORESERVE). The buffer ring provides
 /// a small window of the most recently returned buffers (cache-warm), doubled each
-/// time the kernel runs out (ENOBUFS ends the multishot receive, which is re-armed at
-/// the next select); a buffer goes back as soon as its bytes are copied out. (256
-/// buffers in all starved 1,000 connections.)
+/// time the kernel runs out (ENOBUFS ends the multishot receive); a buffer goes back
+/// as soon as its bytes are copied out. (256 buffers in all starved 1,000
+/// connections.)
+///
+/// The window is capped so that one batch's received bytes stay about
+/// `CACHE_BUDGET` (see `Inner::recv_avg`): the kernel fills every buffer of a batch
+/// before the first callback runs, and 100 connections x 100 KiB (10 MiB of
+/// buffers) made every copy out of them a cache miss, where uvloop reads each
+/// socket into the same warm 256 KiB. Transports the window could not serve wait
+/// in `Inner::starved` and are re-armed a few per iteration, as buffers allow.
 const NBUFS: u16 = 1024;
 const BUFSIZE: usize = 16 * 1024;
+/// About the L2 cache of one core here.
+const CACHE_BUDGET: usize = 512 * 1024;
+/// The window never shrinks below this many buffers.
+const MIN_WINDOW: usize = 32;
 /// Writes smaller than this are copied into the queue's tail chunk (one iovec for
 /// many small writes); larger `bytes` are sent from the object itself.
 const COALESCE: usize = 2048;
@@ -144,6 +156,11 @@ struct Conn {
     /// waits for the next select, as asyncio reads data and EOF in two iterations
     /// (a handshake's waiter must see the transport still open).
     data_batch: u64,
+    /// `groups[group]` holds this transport's receives of CQE batch `group_batch`.
+    group_batch: u64,
+    group: usize,
+    /// In `Inner::starved`, waiting for buffers.
+    starved: bool,
     high: usize,
     low: usize,
     dirty: bool,
@@ -224,23 +241,116 @@ impl Conn {
 }
 
 enum Payload {
-    Bytes(Py<PyBytes>),
     Raw(Vec<u8>),
-    /// Being assembled by `absorb` (never seen outside it, unless allocating the
-    /// bytes failed: then nothing is delivered, as for a MemoryError in recv).
-    Pending,
+    /// Provided buffers (id, length) still out of the ring, copied out (and given
+    /// back) only when the action runs: building every `bytes` of a batch up front
+    /// kept them all alive at once (1,000 x 100 KiB grew and trimmed the heap, so
+    /// every received byte was page-faulted anew); one at a time, malloc reuses
+    /// the same memory.
+    Segs(Vec<(u16, usize)>),
 }
 
 /// One transport's receives in a CQE batch: (slot, index of its Data action, the
 /// (buffer id, length) of each receive, in order).
 type Group = (u32, usize, Vec<(u16, usize)>);
 
+/// A new `bytes` holding the provided buffers `segs`, which go back to the kernel.
+fn bytes_from_segs(
+    py: Python<'_>,
+    br: &mut BufRing,
+    segs: &[(u16, usize)],
+) -> PyResult<Py<PyBytes>> {
+    let total: usize = segs.iter().map(|s| s.1).sum();
+    // SAFETY: a NULL source asks CPython for an uninitialised bytes of `total`
+    // bytes (PyO3's PyBytes::new_with would zero it first, a memset of every
+    // received byte); it is filled below before any Python code can see it.
+    let raw = unsafe { pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), total as isize) };
+    let obj = if raw.is_null() {
+        Err(PyErr::fetch(py))
+    } else {
+        // SAFETY: `raw` is a new, owned, non-NULL reference to a bytes object.
+        Ok(unsafe { Bound::from_owned_ptr(py, raw) })
+    };
+    if let Ok(o) = &obj {
+        // SAFETY: `o` is a bytes object of `total` bytes; its storage is ours to
+        // fill until it is shared.
+        let dst = unsafe { pyo3::ffi::PyBytes_AsString(o.as_ptr()) }.cast::<u8>();
+        let mut off = 0;
+        for &(bid, n) in segs {
+            // SAFETY: the kernel filled `n` bytes of buffer `bid` and handed it to us;
+            // it is not back in the ring until `give` below; dst has room for
+            // `total` >= off + n bytes and does not overlap the pool.
+            unsafe { std::ptr::copy_nonoverlapping(br.mem.ptr(br.buffer(bid)), dst.add(off), n) };
+            off += n;
+        }
+    }
+    give_back(br, segs);
+    Ok(obj?.cast_into::<PyBytes>()?.unbind())
+}
+
+/// Appends the provided buffers `segs` to `out`; they go back to the kernel.
+fn extend_from_segs(br: &mut BufRing, segs: &[(u16, usize)], out: &mut Vec<u8>) {
+    for &(bid, n) in segs {
+        // SAFETY: as in bytes_from_segs: filled by the kernel, ours until `give`.
+        let data = unsafe { std::slice::from_raw_parts(br.mem.ptr(br.buffer(bid)), n) };
+        out.extend_from_slice(data);
+    }
+    give_back(br, segs);
+}
+
+fn give_back(br: &mut BufRing, segs: &[(u16, usize)]) {
+    for &(bid, _) in segs {
+        br.give(bid);
+    }
+    br.refill();
+}
+
+/// Runs `f` on the buffer ring of `ring` (None once the ring was shut down: its
+/// buffers are gone and nothing is left to copy or give back).
+fn with_bufring<R>(ring: Option<&Py<Ring>>, f: impl FnOnce(Option<&mut BufRing>) -> R) -> R {
+    let Some(ring) = ring else { return f(None) };
+    let pydriver = ring.get().inner();
+    let mut driver = pydriver.driver();
+    f(driver.engine.bufring.as_mut())
+}
+
 impl Payload {
-    fn data<'a>(&'a self, py: Python<'a>) -> &'a [u8] {
+    /// The bytes, as one buffer; provided buffers are copied out and given back.
+    fn into_vec(self, ring: Option<&Py<Ring>>) -> Vec<u8> {
         match self {
-            Payload::Bytes(b) => b.as_bytes(py),
             Payload::Raw(v) => v,
-            Payload::Pending => &[],
+            Payload::Segs(segs) => {
+                let mut out = Vec::new();
+                with_bufring(ring, |br| {
+                    if let Some(br) = br {
+                        extend_from_segs(br, &segs, &mut out);
+                    }
+                });
+                out
+            }
+        }
+    }
+
+    /// Drops the bytes (their transport is gone); provided buffers go back.
+    fn discard(self, ring: Option<&Py<Ring>>) {
+        if let Payload::Segs(segs) = self {
+            with_bufring(ring, |br| {
+                if let Some(br) = br {
+                    give_back(br, &segs);
+                }
+            });
+        }
+    }
+
+    /// Appends the bytes to `out` (a paused transport's backlog).
+    fn append_to(self, ring: Option<&Py<Ring>>, out: &mut Vec<u8>) {
+        match self {
+            Payload::Segs(segs) => with_bufring(ring, |br| {
+                if let Some(br) = br {
+                    extend_from_segs(br, &segs, out);
+                }
+            }),
+            Payload::Raw(v) => out.extend_from_slice(&v),
         }
     }
 }
@@ -265,6 +375,14 @@ struct Inner {
     /// Transports resumed with a backlog: delivered at the next select.
     resumed: Vec<u32>,
     batch: u64,
+    /// Moving averages (x16) of the bytes per receive CQE and of the buffers one
+    /// transport took per batch: they size the window and the starved re-arms.
+    recv_avg: usize,
+    bufs_avg: usize,
+    /// Transports whose receive ended with ENOBUFS, in order: re-armed by `flush`
+    /// as many at a time as the free buffers can serve. Re-arming all of them at
+    /// once made 1,000 connections fail again, one wasted SQE and CQE each.
+    starved: VecDeque<(u32, u32)>,
     ring: Option<Py<Ring>>,
     /// Side CQEs not yet processed (a KeyboardInterrupt stopped the last batch).
     pending: Vec<RawCompletion>,
@@ -362,6 +480,7 @@ impl LoopCore {
     /// Pushes the SQEs that dirty transports need: arm or cancel the receive, send
     /// the queue, cancel what a released transport left in flight.
     fn flush(inner: &mut Inner, engine: &mut crate::uring::UringEngine) -> std::io::Result<()> {
+        Self::unstarve(inner, engine);
         let dirty = std::mem::take(&mut inner.dirty);
         let mut result = Ok(());
         for slot in dirty {
@@ -372,7 +491,7 @@ impl LoopCore {
             let gen = c.gen;
             let fd = types::Fd(c.fd);
             let stop = c.released || c.lost;
-            if c.reading && !stop && c.recv == Recv::Off && !c.recv_done {
+            if c.reading && !stop && c.recv == Recv::Off && !c.recv_done && !c.starved {
                 if let Err(e) = engine.ensure_bufring(NBUFS, BUFSIZE, BGID) {
                     result = Err(e);
                     continue;
@@ -444,6 +563,34 @@ impl LoopCore {
         result
     }
 
+    /// Lets starved transports re-arm (marks them dirty): as many as the buffers
+    /// now in the ring can serve at the recent buffers-per-transport rate, and at
+    /// least one, so every starved transport gets its turn.
+    fn unstarve(inner: &mut Inner, engine: &crate::uring::UringEngine) {
+        if inner.starved.is_empty() {
+            return;
+        }
+        let available = engine.bufring.as_ref().map_or(0, |br| br.available);
+        let per = inner.bufs_avg.div_ceil(16).max(1);
+        let mut budget = (available / per).max(1);
+        while budget > 0 {
+            let Some((slot, gen)) = inner.starved.pop_front() else {
+                break;
+            };
+            let Some(c) = inner.conn(slot, gen) else {
+                continue;
+            };
+            if !c.starved {
+                continue;
+            }
+            c.starved = false;
+            if c.reading && !c.released && !c.lost {
+                budget -= 1;
+            }
+            inner.mark(slot);
+        }
+    }
+
     /// Turns side CQEs into actions (under the lock; no Python code runs here).
     fn absorb(
         inner: &mut Inner,
@@ -456,31 +603,29 @@ impl LoopCore {
         let batch = inner.batch;
         let mut groups: Vec<Group> = Vec::new();
         Self::absorb_cqes(inner, py, engine, cqes, actions, batch, &mut groups);
-        let Some(br) = engine.bufring.as_mut() else {
-            return;
-        };
-        for (_, at, segs) in groups {
-            let total = segs.iter().map(|s| s.1).sum();
-            let bytes = PyBytes::new_with(py, total, |out| {
-                let mut off = 0;
-                for &(bid, n) in &segs {
-                    // SAFETY: the kernel filled `n` bytes of buffer `bid` and handed
-                    // it to us; it is not back in the ring until the push below.
-                    let data = unsafe { std::slice::from_raw_parts(br.mem.ptr(br.buffer(bid)), n) };
-                    out[off..off + n].copy_from_slice(data);
-                    off += n;
-                }
-                Ok(())
-            });
-            for &(bid, _) in &segs {
-                br.available -= 1;
-                br.give(bid);
+        let (bufs, bytes) = groups.iter().fold((0, 0), |(b, n), g| {
+            (b + g.2.len(), n + g.2.iter().map(|s| s.1).sum::<usize>())
+        });
+        if let Some(recv) = (bytes * 16).checked_div(bufs) {
+            // Moving averages over batches (x16 fixed point, weight 1/8), started
+            // at the first batch's figures. (bufs > 0: there is a group.)
+            let per = bufs * 16 / groups.len();
+            if inner.recv_avg == 0 {
+                (inner.recv_avg, inner.bufs_avg) = (recv, per);
             }
-            if let (Ok(b), Action::Data(_, _, p)) = (bytes, &mut actions[at]) {
-                *p = Payload::Bytes(b.unbind());
+            inner.recv_avg = (inner.recv_avg * 7 + recv) / 8;
+            inner.bufs_avg = (inner.bufs_avg * 7 + per) / 8;
+            if let Some(br) = engine.bufring.as_mut() {
+                let per_buf = (inner.recv_avg / 16).max(1);
+                br.set_cap((CACHE_BUDGET / per_buf).max(MIN_WINDOW));
             }
         }
-        br.refill();
+        for (slot, at, segs) in groups {
+            if let Action::Data(s, _, p) = &mut actions[at] {
+                debug_assert_eq!(*s, slot);
+                *p = Payload::Segs(segs);
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -522,6 +667,8 @@ impl LoopCore {
                     // to us with this CQE; it is not back in the ring until the push
                     // below, so nothing else writes it while we copy.
                     let data = unsafe { std::slice::from_raw_parts(br.mem.ptr(br.buffer(bid)), n) };
+                    // The kernel took it from the ring: it is ours until given back.
+                    br.available -= 1;
                     let mut kept = false;
                     if live {
                         if !conn.reading || !conn.backlog.is_empty() {
@@ -534,18 +681,18 @@ impl LoopCore {
                             // Every receive of this transport in the batch becomes one
                             // data_received call (asyncio reads up to 256 KiB at once);
                             // its buffers go back once copied, after the loop.
-                            match groups.iter_mut().find(|g| g.0 == slot) {
-                                Some(g) => g.2.push((bid, n)),
-                                None => {
-                                    groups.push((slot, actions.len(), vec![(bid, n)]));
-                                    actions.push(Action::Data(slot, gen, Payload::Pending));
-                                }
+                            if conn.group_batch == batch {
+                                groups[conn.group].2.push((bid, n));
+                            } else {
+                                conn.group_batch = batch;
+                                conn.group = groups.len();
+                                groups.push((slot, actions.len(), vec![(bid, n)]));
+                                actions.push(Action::Data(slot, gen, Payload::Segs(Vec::new())));
                             }
                             kept = true;
                         }
                     }
                     if !kept {
-                        br.available -= 1;
                         br.give(bid);
                         br.refill();
                     }
@@ -556,6 +703,7 @@ impl LoopCore {
                         br.refill();
                     }
                     let deferred = conn.data_batch == batch;
+                    let mut starved = false;
                     match -res {
                         0 => {
                             conn.recv_done = true;
@@ -567,10 +715,14 @@ impl LoopCore {
                         }
                         libc::ECANCELED => {}
                         libc::ENOBUFS => {
-                            // The provided window ran dry: widen it (the receive is
-                            // re-armed at the next select).
+                            // The provided window ran dry: widen it (up to its cap)
+                            // and wait for buffers (see `unstarve`).
                             if let Some(br) = engine.bufring.as_mut() {
                                 br.grow();
+                            }
+                            if live && !conn.starved {
+                                conn.starved = true;
+                                starved = true;
                             }
                         }
                         e => {
@@ -584,6 +736,9 @@ impl LoopCore {
                     }
                     if live && deferred && res != -libc::ECANCELED && res != -libc::ENOBUFS {
                         inner.resumed.push(slot);
+                    }
+                    if starved {
+                        inner.starved.push_back((slot, gen));
                     }
                 }
                 if !c.more {
@@ -639,17 +794,20 @@ impl LoopCore {
     fn run(&self, py: Python<'_>, action: Action) -> PyResult<()> {
         match action {
             Action::Data(slot, gen, payload) => {
-                let (tr, dr, buffered) = {
+                let (tr, dr, buffered, ring) = {
                     let mut inner = self.lock();
+                    let ring = inner.ring.as_ref().map(|r| r.clone_ref(py));
                     let Some(c) = inner.conn(slot, gen) else {
+                        payload.discard(ring.as_ref());
                         return Ok(());
                     };
                     if c.released || c.lost {
+                        payload.discard(ring.as_ref());
                         return Ok(());
                     }
                     if !c.reading || !c.backlog.is_empty() {
                         // Paused by an earlier callback of this batch: keep the bytes.
-                        c.backlog.extend_from_slice(payload.data(py));
+                        payload.append_to(ring.as_ref(), &mut c.backlog);
                         return Ok(());
                     }
                     (
@@ -658,9 +816,14 @@ impl LoopCore {
                         c.buffered
                             .as_ref()
                             .map(|(a, b)| (a.clone_ref(py), b.clone_ref(py))),
+                        ring,
                     )
                 };
-                self.deliver(py, slot, gen, tr, dr, buffered, payload)
+                let Some(tr) = tr else {
+                    payload.discard(ring.as_ref());
+                    return Ok(());
+                };
+                self.deliver(py, slot, gen, tr, dr, buffered, payload, ring.as_ref())
             }
             Action::Eof(slot, gen) => {
                 let tr = {
@@ -785,12 +948,12 @@ impl LoopCore {
         py: Python<'_>,
         slot: u32,
         gen: u32,
-        tr: Option<Py<PyAny>>,
+        tr: Py<PyAny>,
         dr: Option<Py<PyAny>>,
         buffered: Option<(Py<PyAny>, Py<PyAny>)>,
         payload: Payload,
+        ring: Option<&Py<Ring>>,
     ) -> PyResult<()> {
-        let Some(tr) = tr else { return Ok(()) };
         let fail = |e: PyErr, msg: &str| -> PyResult<()> {
             if is_fatal(py, &e) {
                 return Err(e);
@@ -800,7 +963,7 @@ impl LoopCore {
                 .map(drop)
         };
         if let Some((get_buffer, buffer_updated)) = buffered {
-            let data: &[u8] = payload.data(py);
+            let data = payload.into_vec(ring);
             let mut off = 0;
             while off < data.len() {
                 let buf = match get_buffer.bind(py).call1((-1,)) {
@@ -843,11 +1006,21 @@ impl LoopCore {
             }
             return Ok(());
         }
-        let Some(dr) = dr else { return Ok(()) };
+        let Some(dr) = dr else {
+            payload.discard(ring);
+            return Ok(());
+        };
         let arg = match payload {
-            Payload::Bytes(b) => b.into_any(),
-            Payload::Raw(v) => PyBytes::new(py, &v).into_any().unbind(),
-            Payload::Pending => return Ok(()),
+            Payload::Raw(v) => PyBytes::new(py, &v).unbind(),
+            Payload::Segs(segs) => {
+                let made = with_bufring(ring, |br| br.map(|br| bytes_from_segs(py, br, &segs)));
+                match made {
+                    Some(Ok(b)) => b,
+                    // Ring gone, or no memory for the bytes: nothing is delivered,
+                    // as for a MemoryError in asyncio's recv.
+                    None | Some(Err(_)) => return Ok(()),
+                }
+            }
         };
         match dr.bind(py).call1((arg,)) {
             Ok(_) => Ok(()),
@@ -1068,12 +1241,15 @@ impl LoopCore {
         if let Some(e) = failure {
             // Keep what this step could not hand out: the next select delivers it.
             let mut inner = self.lock();
+            let ring = inner.ring.as_ref().map(|r| r.clone_ref(py));
             for a in it {
                 match a {
                     Action::Data(slot, gen, p) => {
                         if let Some(c) = inner.conn(slot, gen) {
-                            c.backlog.extend_from_slice(p.data(py));
+                            p.append_to(ring.as_ref(), &mut c.backlog);
                             inner.resumed.push(slot);
+                        } else {
+                            p.discard(ring.as_ref());
                         }
                     }
                     Action::Eof(slot, gen) => {
@@ -1135,6 +1311,9 @@ impl LoopCore {
             released: false,
             proto_paused: false,
             data_batch: 0,
+            group_batch: 0,
+            group: 0,
+            starved: false,
             high: 64 * 1024,
             low: 16 * 1024,
             dirty: false,
@@ -1366,6 +1545,30 @@ impl LoopCore {
             .flatten()
             .filter(|c| !c.released)
             .count()
+    }
+
+    /// Provided buffers handed out by the kernel and not yet given back (tests:
+    /// 0 once every receive has been delivered, kept or dropped).
+    #[getter]
+    fn buffers_out(&self, py: Python<'_>) -> usize {
+        let ring = self.lock().ring.as_ref().map(|r| r.clone_ref(py));
+        with_bufring(ring.as_ref(), |br| {
+            br.map_or(0, |br| usize::from(br.nbufs) - br.free())
+        })
+    }
+
+    /// Buffers the provided window holds when topped up (tests).
+    #[getter]
+    fn buffer_window(&self, py: Python<'_>) -> usize {
+        let ring = self.lock().ring.as_ref().map(|r| r.clone_ref(py));
+        with_bufring(ring.as_ref(), |br| br.map_or(0, |br| br.target()))
+    }
+
+    /// Transports waiting for buffers to re-arm their receive (tests).
+    #[getter]
+    fn starved(&self) -> usize {
+        let inner = self.lock();
+        inner.conns.iter().flatten().filter(|c| c.starved).count()
     }
 
     /// Slots still waiting for the kernel after release (tests).

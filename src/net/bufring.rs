@@ -83,6 +83,8 @@ pub struct BufRing {
     /// How many buffers `refill` keeps in the ring: starts small, doubles (up to
     /// `nbufs`) each time the kernel ran out (`grow`).
     target: usize,
+    /// The most `grow` may provide (<= nbufs; see `set_cap`).
+    cap: usize,
     registered: bool,
 }
 
@@ -138,6 +140,7 @@ impl BufRing {
             available: 0,
             spare: (0..nbufs).rev().collect(),
             target: INITIAL_TARGET.min(nbufs as usize),
+            cap: nbufs as usize,
             registered: false,
         };
         Ok(this)
@@ -163,10 +166,23 @@ impl BufRing {
         }
     }
 
-    /// The kernel ran out of buffers: provide twice as many from now on.
+    /// The kernel ran out of buffers: provide twice as many from now on (up to the cap).
     pub fn grow(&mut self) {
-        self.target = (self.target * 2).min(self.nbufs as usize);
+        self.target = (self.target * 2).min(self.cap);
         self.refill();
+    }
+
+    /// Limits the window to `cap` buffers (1..=nbufs). Lowering it below the
+    /// window shrinks the window as buffers come back; buffers already in the ring
+    /// stay there until the kernel uses them.
+    pub fn set_cap(&mut self, cap: usize) {
+        self.cap = cap.clamp(1, self.nbufs as usize);
+        self.target = self.target.min(self.cap);
+    }
+
+    /// Buffers the ring provides when topped up.
+    pub fn target(&self) -> usize {
+        self.target
     }
 
     /// Buffers not in use: in the ring or spare.
@@ -262,6 +278,34 @@ mod tests {
             r.grow();
         }
         assert_eq!(r.available, 64);
+    }
+
+    #[test]
+    fn the_cap_bounds_the_window() {
+        let mut r = BufRing::unregistered(64, 4096, 7).unwrap();
+        r.set_cap(12);
+        r.refill();
+        assert_eq!(r.available, INITIAL_TARGET);
+        r.grow();
+        assert_eq!((r.target(), r.available), (12, 12));
+        r.grow();
+        assert_eq!(r.target(), 12);
+        // Lowered below the window: the ring keeps what it has, refills to the cap.
+        r.set_cap(4);
+        assert_eq!(r.target(), 4);
+        r.available -= 10; // the kernel takes 10 of the 12
+        for bid in 0..10 {
+            r.give(bid);
+        }
+        r.refill();
+        assert_eq!(r.available, 4);
+        assert_eq!(r.free(), 64);
+        // Raised again: grow doubles up to it.
+        r.set_cap(64);
+        r.grow();
+        assert_eq!(r.target(), 8);
+        r.set_cap(0);
+        assert_eq!(r.target(), 1);
     }
 
     #[test]

@@ -208,6 +208,46 @@ def test_sock_recv_cancel_keeps_data(loop, run):
     run(main())
 
 
+def test_sock_recv_buffers_reused_only_after_the_kernel_is_done(loop, run):
+    """Ring reads reuse their 64 KiB buffers, but a cancelled read's buffer goes
+    back to the pool only when its completion arrives: reused while the kernel
+    still owns it, a later read's bytes could be overwritten."""
+
+    async def main():
+        c, s = await _pair(loop)
+        pool = loop._recv_bufs
+        with c, s:
+            known = bytearray(64 * 1024)
+            pool[:] = [known]
+            t = asyncio.ensure_future(loop.sock_recv(s, 100))
+            await asyncio.sleep(0.01)  # in flight, reading into `known`
+            assert pool == []
+            t.cancel()
+            # The kernel owns `known` until the cancelled read's completion: the
+            # next read, started at once, must get another buffer.
+            second = asyncio.ensure_future(loop.sock_recv(s, 100))
+            await asyncio.sleep(0.02)
+            assert [id(b) for b in pool] == [id(known)]
+            c.send(b"second")
+            assert await second == b"second"
+            assert len(pool) == 2 and len({id(b) for b in pool}) == 2
+            # The pooled buffers serve the next reads (large and small ones).
+            blob = os.urandom(200_000)
+            await asyncio.gather(
+                loop.sock_sendall(c, blob),
+                _check_reads(loop, s, blob),
+            )
+            assert 1 <= len(pool) <= 64
+
+    async def _check_reads(loop, s, blob):
+        got = bytearray()
+        while len(got) < len(blob):
+            got += await loop.sock_recv(s, 1000 if len(got) % 2 else 70_000)
+        assert got == blob
+
+    run(main())
+
+
 def test_sock_errors(loop, run):
     async def main():
         s = socket.socket()

@@ -745,3 +745,163 @@ async def _wait_for_data(proto, want):
     while bytes(proto.data) != want:
         assert len(proto.data) <= len(want)
         await asyncio.sleep(0.005)
+
+
+def test_provided_buffers_go_back_whatever_happens_to_the_batch(loop, run):
+    """Several transports' receives in one CQE batch: the first callback aborts one
+    transport, pauses another and the next raises KeyboardInterrupt. Every provided
+    buffer goes back to the kernel (a leaked one would shrink the pool until the
+    receives starve), and the kept bytes arrive intact."""
+    n = 6
+    size = 100_000  # several 16 KiB buffers per transport
+
+    async def setup():
+        pairs = [await _pair(loop) for _ in range(n)]
+        core = loop._selector._core
+        return pairs, core
+
+    pairs, core = run(setup())
+    protos = [p for p, _ in pairs]
+    data = [_pattern(size + i) for i in range(n)]
+
+    async def warm_up():
+        # The pool provides a small window at first and widens it each time the
+        # kernel runs dry: widen it so that one batch holds every transport's bytes.
+        for _ in range(3):
+            for _, cli in pairs:
+                await loop.sock_sendall(cli, data[0])
+            for p in protos:
+                while len(p.data) < size:
+                    await asyncio.sleep(0.005)
+                p.data.clear()
+
+    run(warm_up())
+    acted = []
+
+    def first(d):
+        if acted:
+            return
+        acted.append(True)
+        me = next(p for p in protos if p.data)
+        others = [p for p in protos if p is not me]
+        others[0].transport.abort()  # its bytes in this batch are dropped
+        others[1].transport.pause_reading()  # kept for resume_reading
+        others[2].on_data = interrupt
+
+    def interrupt(d):
+        raise KeyboardInterrupt
+
+    for p in protos:
+        p.on_data = first
+    for (_, cli), d in zip(pairs, data, strict=True):
+        cli.setblocking(True)
+        cli.sendall(d)  # all of it queued before the loop's next enter
+        cli.setblocking(False)
+
+    async def settle():
+        await asyncio.sleep(0.05)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(settle())
+    aborted = [p for p in protos if p.transport.is_closing()]
+    paused = [p for p in protos if not p.transport.is_reading() and p not in aborted]
+    assert len(aborted) == 1 and len(paused) == 1 and acted
+
+    async def finish():
+        for p in protos:
+            p.on_data = None
+        for p in paused:
+            p.transport.resume_reading()
+        for p, d in zip(protos, data, strict=True):
+            if p in aborted:
+                continue
+            while len(p.data) < len(d):
+                await asyncio.sleep(0.005)
+            assert bytes(p.data) == d
+        for _ in range(200):
+            if core.buffers_out == 0:
+                break
+            await asyncio.sleep(0.005)
+        assert core.buffers_out == 0
+        for p, cli in pairs:
+            if p.transport is not None:
+                p.transport.close()
+            cli.close()
+
+    run(finish())
+
+
+def test_starved_receives_are_served_in_turn(loop, run):
+    """Large messages on many connections: the provided window stays about one
+    L2 cache (32 x 16 KiB), so most receives run dry (ENOBUFS) and wait to be
+    re-armed a few at a time. Every byte still arrives, in order, also on
+    transports paused, resumed or aborted while they waited; small messages then
+    widen the window again."""
+    n = 40
+    size = 300_000
+
+    async def main():
+        pairs = [await _pair(loop) for _ in range(n)]
+        core = loop._selector._core
+        protos = [p for p, _ in pairs]
+        data = [_pattern(size + i) for i in range(n)]
+        paused = protos[1::4]
+        aborted = protos[2::8]
+        starved_seen = []
+
+        def on_data_for(p):
+            def on_data(d):
+                starved_seen.append(core.starved)
+                if p in paused and p.transport.is_reading():
+                    p.transport.pause_reading()
+                if p in aborted and not p.transport.is_closing():
+                    p.transport.abort()
+
+            return on_data
+
+        for p in protos:
+            p.on_data = on_data_for(p)
+        for (_, cli), d in zip(pairs, data, strict=True):
+            cli.setblocking(True)
+            cli.sendall(d[: size // 2])  # fits the socket buffers: no deadlock
+            cli.setblocking(False)
+        rest = [
+            asyncio.ensure_future(loop.sock_sendall(cli, d[size // 2 :]))
+            for (_, cli), d in zip(pairs, data, strict=True)
+        ]
+        await asyncio.sleep(0.2)
+        assert max(starved_seen) > n // 2  # most of them waited for buffers
+        assert core.buffer_window <= 64
+        for p in paused:
+            assert not p.transport.is_reading()
+            p.transport.resume_reading()
+        for p, d in zip(protos, data, strict=True):
+            if p in aborted:
+                continue
+            while len(p.data) < len(d):
+                await asyncio.sleep(0.005)
+            assert bytes(p.data) == d
+        for t in rest:
+            try:
+                await t
+            except OSError:
+                pass  # the aborted ones
+        assert core.starved == 0 and core.buffers_out == 0
+        # Many small receives per batch: the window widens past the cap again.
+        for p in protos:
+            p.on_data = None
+        live = [(p, cli) for p, cli in pairs if p not in aborted]
+        for _ in range(20):
+            for p, cli in live:
+                p.data.clear()
+                cli.send(b"x" * 500)
+            for p, _ in live:
+                while len(p.data) < 500:
+                    await asyncio.sleep(0.001)
+        assert core.buffer_window > 32
+        for p, cli in pairs:
+            if not p.transport.is_closing():
+                p.transport.close()
+            cli.close()
+
+    run(main(), timeout=30)

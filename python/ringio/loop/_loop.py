@@ -35,6 +35,10 @@ _T = TypeVar("_T")
 # A ring recv reads into a fresh buffer that Python zero-fills: cap it, since a
 # stream recv may return less than asked (echo servers ask for 1 MiB and get 1 KiB).
 _MAX_RING_RECV = 64 * 1024  # below glibc's mmap threshold: no page faults per call
+# Ring reads' buffers are reused (a new bytearray is zero-filled: a 64 KiB memset
+# per read); a buffer goes back only once its read's completion has arrived. Up to
+# this many are kept between reads.
+_RECV_POOL = 64
 
 # RINGIO_LOOP_TRANSPORT=selector keeps asyncio's own readiness-based socket
 # transport (phase 1), for A/B comparisons; the default is the ring transport.
@@ -61,6 +65,7 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         self._leftover: weakref.WeakKeyDictionary[socket.socket, bytes] = (
             weakref.WeakKeyDictionary()
         )
+        self._recv_bufs: list[bytearray] = []
 
     # ------------------------------------------------------------ scheduling
 
@@ -209,22 +214,30 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         fd = sock.fileno()
         self._ensure_fd_no_transport(fd)
         nbytes = min(nbytes, _MAX_RING_RECV)
-        buf = bytearray(nbytes)
-        fut = self._ring_op(uring.read, fd, buf)
+        pool = self._recv_bufs
+        buf = pool.pop() if pool else bytearray(_MAX_RING_RECV)
+        view = memoryview(buf)[:nbytes]
+        fut = self._ring_op(uring.read, fd, view)
 
         def keep(completion: Any) -> None:
             # The task was cancelled but the kernel had already received: keep
             # the bytes for the next receive on this socket.
             if completion.res > 0:
                 old = self._leftover.get(sock, b"")
-                self._leftover[sock] = old + bytes(buf[: completion.res])
+                self._leftover[sock] = old + bytes(view[: completion.res])
+            # The kernel is done with it only now.
+            if len(pool) < _RECV_POOL:
+                pool.append(buf)
 
         fut._ringio_orphan(keep)  # type: ignore[attr-defined]
         completion = await fut
         res = completion.res
+        data = bytes(view[:res]) if res > 0 else b""
+        if len(pool) < _RECV_POOL:
+            pool.append(buf)
         if res < 0:
             raise completion.error
-        return bytes(buf[:res]) if res != nbytes else bytes(buf)
+        return data
 
     # ---------------------------------------------------------------- sock_*
 
