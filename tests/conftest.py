@@ -13,6 +13,18 @@ def thread_count() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
+def io_uring_fd_count() -> int:
+    """The io_uring instances this process has open."""
+    count = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == "anon_inode:[io_uring]":
+                count += 1
+        except OSError:  # an fd of the listing itself, closed meanwhile
+            pass
+    return count
+
+
 @pytest.fixture
 def data_file(tmp_path: Path) -> Iterator[tuple[int, bytes]]:
     """An fd open read-write on a 64 KiB file of known, non-repeating content."""

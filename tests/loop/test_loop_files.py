@@ -13,6 +13,7 @@ import os
 import select
 
 import pytest
+from tests.conftest import io_uring_fd_count
 
 import ringio
 import ringio._engines as engines
@@ -32,23 +33,11 @@ def uring_engine(monkeypatch):
     engines.reset()
 
 
-def io_uring_fds() -> int:
-    """The io_uring instances this process has open."""
-    n = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[io_uring]":
-                n += 1
-        except OSError:
-            pass
-    return n
-
-
 def test_file_ops_use_the_loops_ring_and_no_eventfd(run, loop, tmp_path):
     path = tmp_path / "f.bin"
 
     async def main():
-        rings_before = io_uring_fds()  # the loop's ring
+        rings_before = io_uring_fd_count()  # the loop's ring
         keys_before = len(loop._selector.get_map())
         async with await ringio.open(path, "wb+") as f:
             await f.write(b"hello ring")
@@ -59,7 +48,7 @@ def test_file_ops_use_the_loops_ring_and_no_eventfd(run, loop, tmp_path):
         eng = engines.get()
         assert isinstance(eng._proactor, LoopRingProactor)
         # No ring of the engine's own, no eventfd registered with the loop.
-        assert io_uring_fds() == rings_before
+        assert io_uring_fd_count() == rings_before
         assert len(loop._selector.get_map()) == keys_before
         return st.st_size
 

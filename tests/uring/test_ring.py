@@ -12,6 +12,7 @@ import weakref
 from pathlib import Path
 
 import pytest
+from tests.conftest import io_uring_fd_count
 
 import ringio
 from ringio import uring
@@ -333,24 +334,15 @@ def test_o_direct_reads_with_aligned_buffers(ring, tmp_path: Path):
         os.close(fd)
 
 
-def _ring_fds() -> int:
-    count = 0
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}") == "anon_inode:[io_uring]":
-                count += 1
-        except FileNotFoundError:
-            pass
-    return count
 
 
 def test_close_releases_the_ring_fd_even_while_the_object_lives():
-    before = _ring_fds()
+    before = io_uring_fd_count()
     rings = [uring.Ring(8) for _ in range(5)]
-    assert _ring_fds() == before + 5
+    assert io_uring_fd_count() == before + 5
     for r in rings:
         r.close()
-    assert _ring_fds() == before  # not only at garbage collection
+    assert io_uring_fd_count() == before  # not only at garbage collection
     assert all(r.closed for r in rings)
 
 
