@@ -170,6 +170,7 @@ class AsyncFileIO(_Base):
             mem, off = align if align else (DIO_FALLBACK, DIO_FALLBACK)
             self._mem_align = max(mem, 1)
             self._off_align = max(off, 1)
+            self._dio_align = max(self._mem_align, self._off_align)
 
     # -- plain properties -------------------------------------------------------------
     def __repr__(self) -> str:
@@ -312,15 +313,6 @@ class AsyncFileIO(_Base):
         got = max(0, min(got - (pos - start), n))
         self._pos = pos + got
         return bytes(memoryview(bounce)[pos - start : pos - start + got])
-
-    async def _direct_pread(self, n: int, offset: int) -> bytes:
-        """Reads up to `n` bytes at `offset` through an aligned bounce buffer, with
-        no lock and no position: the bounce buffer is this read's own."""
-        start, end = self._aligned_span(offset, n)
-        bounce = AlignedBuffer(end - start, max(self._mem_align, self._off_align))
-        got = await self._eng.pread(self._fd, bounce, start, self._hint)
-        got = max(0, min(got - (offset - start), n))
-        return bytes(memoryview(bounce)[offset - start : offset - start + got])
 
     async def _direct_write(self, data: Any) -> int:
         """Writes `data` at the position through an aligned bounce buffer: the
@@ -698,8 +690,16 @@ class AsyncFileIO(_Base):
                 await self._flush_locked()
         if self._direct:
             # Positional: no lock, so concurrent preads of an O_DIRECT file keep the
-            # device's queue as deep as the caller's concurrency.
-            return await self._direct_pread(n, offset)
+            # device's queue as deep as the caller's concurrency. The aligned
+            # bounce buffer is this read's own. (Inlined: a helper coroutine cost
+            # ~3.5k instructions per read.)
+            a = self._off_align
+            start = offset - offset % a
+            bounce = AlignedBuffer(-(-(offset + n) // a) * a - start, self._dio_align)
+            got = await self._eng.pread(self._fd, bounce, start, self._hint)
+            skip = offset - start
+            got = max(0, min(got - skip, n))
+            return bytes(memoryview(bounce)[skip : skip + got])
         return await self._eng.pread_bytes(self._fd, n, offset, self._hint)
 
     async def pwrite(self, data: Any, offset: int) -> int:
