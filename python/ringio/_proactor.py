@@ -56,17 +56,26 @@ class Proactor:
         loop: asyncio.AbstractEventLoop,
         cancellable: Callable[[Op], bool] = lambda op: False,
     ) -> None:
+        self._init_state(engine, loop, cancellable, settled={})
+        self._fd = engine.fileno()
+        loop.add_reader(self._fd, self._on_completions)
+
+    def _init_state(
+        self,
+        engine: Any,
+        loop: asyncio.AbstractEventLoop,
+        cancellable: Callable[[Op], bool],
+        settled: dict[asyncio.Future[Any], asyncio.Future[int | None]],
+    ) -> None:
         self._engine = engine
         self._loop = loop
         self._cancellable = cancellable
         self._queue: deque[Op] = deque()
         self._flush_scheduled = False
         self._closed = False
-        self._fd = engine.fileno()
         # Waiters for the real result of ops whose own future was cancelled
         # (see settled()); keyed by the op's (cancelled) future.
-        self._settled: dict[asyncio.Future[Any], asyncio.Future[int | None]] = {}
-        loop.add_reader(self._fd, self._on_completions)
+        self._settled = settled
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -223,15 +232,29 @@ class StagingProactor(Proactor):
     only when the CQ is full; they are staged after the next wake-up.
     """
 
+    def __init__(
+        self,
+        engine: Any,
+        loop: asyncio.AbstractEventLoop,
+        cancellable: Callable[[Op], bool] = lambda op: False,
+    ) -> None:
+        super().__init__(engine, loop, cancellable)
+        # The ring ops are staged into (None: none to stage into now). An attribute,
+        # read once per op; LoopRingProactor makes it a property of its selector.
+        self._stage_ring = engine
+
     def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
         if self._closed:
             raise ValueError("I/O operation on closed context")
         fut: asyncio.Future[Any] = op.data
+        ring = self._stage_ring
+        if ring is None:
+            raise RuntimeError("the event loop's ring is not running")
         if self._queue:
             self._queue.append(op)  # behind those already waiting for room
         else:
             try:
-                where = self._engine._stage_one(op)
+                where = ring._stage_one(op)
             except OSError as e:
                 self._refused([op], 0, e)
             else:
@@ -247,7 +270,8 @@ class StagingProactor(Proactor):
     # The base class's _flush (end of turn) and _on_completions (after a wake-up)
     # both come here: stage what waited for room, then submit what the SQ holds.
     def _submit_queued(self) -> None:
-        if self._closed:
+        ring = self._stage_ring
+        if self._closed or ring is None:
             return
         queue = self._queue
         while queue and not self._closed:
@@ -256,7 +280,7 @@ class StagingProactor(Proactor):
                 queue.popleft()
                 continue
             try:
-                where = self._engine._stage_one(op)
+                where = ring._stage_one(op)
             except OSError as e:
                 queue.popleft()
                 op.data.set_exception(e)
@@ -264,29 +288,32 @@ class StagingProactor(Proactor):
             if where == 0:
                 break  # the CQ is full again: after the next wake-up
             queue.popleft()
+        self._submit_staged(ring)
+
+    def _submit_staged(self, ring: Any) -> None:
         try:
-            self._engine._submit_staged()
+            ring._submit_staged()
         except OSError:
             pass  # the SQEs stay queued; the next enter submits them or says why
 
 
-class LoopRingProactor(Proactor):
+class LoopRingProactor(StagingProactor):
     """The proactor of file ops on ``ringio.EventLoop``: they ride the loop's own ring.
 
-    An op is staged into the ring's submission queue when it starts (no syscall);
-    the loop's next ``select()`` submits it in the same ``io_uring_enter`` that
-    waits, and settles its future from Rust when the completion comes back. So
-    there is no eventfd, no reader callback and no end-of-turn flush: one syscall
-    per loop iteration for everything. Completions the core left alone (a future
+    Staging as in ``StagingProactor``, into the ring of the loop's selector (made
+    again if the loop moves to another thread), with the loop's next ``select()``
+    as the flush: it submits what waits in the same ``io_uring_enter`` that waits,
+    and settles the futures from Rust when the completions come back. So there is
+    no eventfd, no reader callback and no end-of-turn callback: one syscall per
+    loop iteration for everything. Completions the core left alone (a future
     already cancelled, or completions reaped after a cancel or at close) come back
     through ``RingSelector._set_file_proactor`` to ``_resolve``, which also answers
     ``settled()``; the selector keeps the ``settled()`` waiters, so that an engine
     made again for the same loop still answers those of the one before it.
 
-    Back-pressure: no more ops are staged than the CQ holds (``maxevents``) beyond
-    those in flight; the rest wait here and are staged after the next select.
-    Cancellation is the base class's: the ring's async cancel, the op's buffers
-    owned by the ring until its completion arrives.
+    Back-pressure: ops the CQ has no room for wait here and are staged after the
+    next select. Cancellation is the base class's: the ring's async cancel, the
+    op's buffers owned by the ring until its completion arrives.
     """
 
     def __init__(
@@ -296,13 +323,9 @@ class LoopRingProactor(Proactor):
         cancellable: Callable[[Op], bool] = lambda op: False,
     ) -> None:
         self._selector = selector
-        self._engine = _SelectorRing(selector)
-        self._loop = loop
-        self._cancellable = cancellable
-        self._queue = deque()
-        self._flush_scheduled = False
-        self._closed = False
-        self._settled = selector.settled_waiters
+        self._init_state(_SelectorRing(selector), loop, cancellable, selector.settled_waiters)
+        # The loop's select is the flush and always comes: none is ever scheduled.
+        self._flush_scheduled = True
         selector._set_file_proactor(self)
 
     @property
@@ -310,47 +333,17 @@ class LoopRingProactor(Proactor):
         """The loop's ring, as the engine's kernel queue (``in_flight``, ...)."""
         return self._engine
 
-    def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
-        if self._closed:
-            raise ValueError("I/O operation on closed context")
-        fut: asyncio.Future[Any] = op.data
-        ring = self._selector._ring
-        if ring is None:
-            raise RuntimeError("the event loop's ring is not running")
-        if self._queue:
-            self._queue.append(op)  # behind those already waiting for room
-        else:
-            try:
-                if not ring._stage_one(op):
-                    self._queue.append(op)  # the CQ is full: staged after a select
-            except OSError as e:
-                self._refused([op], 0, e)
-        if watch and self._cancellable(op):
-            fut.add_done_callback(lambda f: self._cancel_in_kernel(f, op))
-        return fut
+    @property
+    def _stage_ring(self) -> Any:  # type: ignore[override]
+        return self._selector._ring
+
+    def _submit_staged(self, ring: Any) -> None:
+        pass  # the select that follows submits them
 
     def after_select(self) -> None:
         """Called by the selector after each select: stages what waited for room."""
         if self._queue and not self._closed:
             self._submit_queued()
-
-    def _submit_queued(self) -> None:
-        queue = self._queue
-        ring = self._selector._ring
-        while queue and not self._closed and ring is not None:
-            op = queue[0]
-            if op.data.done():  # cancelled before it was staged
-                queue.popleft()
-                continue
-            try:
-                taken = ring._stage_one(op)
-            except OSError as e:
-                queue.popleft()
-                op.data.set_exception(e)
-                continue
-            if not taken:
-                return  # the CQ is full again: after the next select
-            queue.popleft()
 
     def _resolve(self, completions: list[Completion]) -> None:
         if self._loop.is_closed():
@@ -374,21 +367,11 @@ class LoopRingProactor(Proactor):
 
 
 class _SelectorRing:
-    """The ``Engine`` face of the loop's ring, for the base class's submit logic."""
+    """The loop's ring as the file engine's kernel queue: what the base class and
+    the engine ask of it besides staging (``in_flight``, ``cancel``, ``close``)."""
 
     def __init__(self, selector: Any) -> None:
         self._selector = selector
-
-    @property
-    def _ring(self) -> Any:
-        ring = self._selector.ring
-        if ring is None:
-            raise RuntimeError("the event loop's ring is not running")
-        return ring
-
-    @property
-    def maxevents(self) -> int:
-        return self._ring.maxevents
 
     @property
     def in_flight(self) -> int:
@@ -399,10 +382,6 @@ class _SelectorRing:
         if ring is None:
             return 0
         return ring.in_flight - len(sel._armed_r) - len(sel._armed_w)
-
-    def submit(self, ops: list[Op]) -> int:
-        """Stages what the CQ has room for, from the front; returns that count."""
-        return self._ring._stage(ops)
 
     def cancel(self, op: Op) -> Completion | None:
         self._selector.cancel_op(op)

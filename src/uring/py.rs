@@ -23,28 +23,6 @@ pub struct Ring {
 }
 
 impl Ring {
-    /// Stages what the CQ has room for (see `_stage`): how many were taken, and
-    /// whether the SQ is empty now (everything reached the kernel).
-    fn stage(&self, py: Python<'_>, ops: &[Bound<'_, Op>]) -> PyResult<(usize, bool)> {
-        let mut driver = self.inner.driver();
-        let room = (self.inner.capacity() as usize).saturating_sub(driver.in_flight());
-        let ops = &ops[..ops.len().min(room)];
-        if ops.is_empty() {
-            return Ok((0, driver.engine.sq_pending() == 0));
-        }
-        let (tokens, launch) = driver.begin_submit(py, ops)?;
-        let staged = driver.finish_submit(py, ops, &tokens, launch.staged())?;
-        let waiting = driver.engine.sq_pending() as usize;
-        if waiting > 0 && waiting >= driver.in_flight() - waiting {
-            // A failure here leaves the SQEs queued: the next enter (a flush, a
-            // wait, the loop's select) submits them or reports the error.
-            if driver.engine.submit_now().is_ok() {
-                return Ok((staged, true));
-            }
-        }
-        Ok((staged, driver.engine.sq_pending() == 0))
-    }
-
     /// The driver, for the event loop's native core (`crate::loopcore`), which
     /// submits and reaps on this same ring.
     pub(crate) fn inner(&self) -> &PyDriver<UringEngine> {
@@ -94,32 +72,40 @@ impl Ring {
         self.inner.submit(py, ops)
     }
 
-    /// Pushes ops into the submission queue, for the ring's next enter (a
-    /// `submit()`, a wait, or the select of the event loop that owns the ring: how
-    /// `ringio.EventLoop` runs file ops on its own ring), and enters the kernel
-    /// now only while it is short of work: when the SQEs waiting outnumber the ops
-    /// the kernel already has (or the queue is full). So a burst of ops started one
-    /// by one reaches the kernel in batches of 1, 1, 2, 4, ... while the device
-    /// still has work, and otherwise with the next wait, in the same syscall.
-    /// Back-pressure: only as many as the CQ holds beyond the ops in flight are
-    /// taken, from the front. Returns how many were taken.
-    fn _stage(&self, py: Python<'_>, ops: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let ops = crate::pydriver::extract_ops(ops)?;
-        Ok(self.stage(py, &ops)?.0)
-    }
-
-    /// `_stage([op])` for one op, without the list: 0 when it was not taken (the
-    /// CQ is full), 1 when it waits in the SQ for the next enter, 2 when the SQ was
-    /// submitted (nothing waits).
+    /// Pushes `op` into the submission queue, for the ring's next enter (a
+    /// `submit()`, a wait, `_submit_staged()`, or the select of the event loop that
+    /// owns the ring: how `ringio.EventLoop` runs file ops on its own ring), and
+    /// enters the kernel now only while it is short of work: when the SQEs waiting
+    /// outnumber the ops the kernel already has (or the queue is full). So a burst
+    /// of ops started one by one reaches the kernel in batches of 1, 1, 2, 4, ...
+    /// while the device still has work, and otherwise with the next enter, in the
+    /// same syscall. Back-pressure: the op is not taken when the CQ holds no more
+    /// beyond the ops in flight. Returns 0 when it was not taken, 1 when it waits
+    /// in the SQ for the next enter, 2 when the SQ was submitted (nothing waits).
     fn _stage_one(&self, py: Python<'_>, op: Bound<'_, Op>) -> PyResult<u8> {
-        Ok(match self.stage(py, std::slice::from_ref(&op))? {
-            (0, _) => 0,
-            (_, false) => 1,
-            (_, true) => 2,
+        let mut driver = self.inner.driver();
+        if driver.in_flight() >= self.inner.capacity() as usize {
+            return Ok(0);
+        }
+        let ops = std::slice::from_ref(&op);
+        let (tokens, launch) = driver.begin_submit(py, ops)?;
+        driver.finish_submit(py, ops, &tokens, launch.staged())?;
+        let waiting = driver.engine.sq_pending() as usize;
+        if waiting > 0 && waiting >= driver.in_flight() - waiting {
+            // A failure here leaves the SQEs queued: the next enter (a flush, a
+            // wait, the loop's select) submits them or reports the error.
+            if driver.engine.submit_now().is_ok() {
+                return Ok(2);
+            }
+        }
+        Ok(if driver.engine.sq_pending() == 0 {
+            2
+        } else {
+            1
         })
     }
 
-    /// Submits the SQEs that `_stage` left waiting (one io_uring_enter, none when
+    /// Submits the SQEs that `_stage_one` left waiting (one io_uring_enter, none when
     /// nothing waits).
     fn _submit_staged(&self, py: Python<'_>) -> PyResult<()> {
         let mut driver = self.inner.driver();
@@ -180,7 +166,7 @@ impl Ring {
         self.inner.in_flight()
     }
 
-    /// SQEs pushed by `_stage()` that have not reached the kernel yet (tests).
+    /// SQEs pushed by `_stage_one()` that have not reached the kernel yet (tests).
     #[getter]
     fn _sq_waiting(&self) -> u32 {
         self.inner.driver().engine.sq_pending()
