@@ -33,6 +33,24 @@ def uring_engine(monkeypatch):
     engines.reset()
 
 
+@pytest.fixture
+def pipe():
+    rfd, wfd = os.pipe()
+    yield rfd, wfd
+    os.close(rfd)
+    os.close(wfd)
+
+
+async def _pending_read(loop, rfd):
+    """A read of the empty pipe, in flight on the loop's ring: (ring, ops in flight
+    before it, its task)."""
+    ring = loop._selector.ring
+    before = ring.in_flight
+    task = asyncio.ensure_future(engines.get().read(rfd, bytearray(8)))
+    await asyncio.sleep(0.01)
+    return ring, before, task
+
+
 def test_file_ops_use_the_loops_ring_and_no_eventfd(run, loop, tmp_path):
     path = tmp_path / "f.bin"
 
@@ -56,25 +74,17 @@ def test_file_ops_use_the_loops_ring_and_no_eventfd(run, loop, tmp_path):
     assert path.read_bytes() == b"hello ring"
 
 
-def test_a_pending_read_is_in_flight_on_the_loops_ring(run, loop):
-    rfd, wfd = os.pipe()
+def test_a_pending_read_is_in_flight_on_the_loops_ring(run, loop, pipe):
+    rfd, wfd = pipe
 
     async def main():
-        eng = engines.get()
-        ring = loop._selector.ring
-        before = ring.in_flight
-        task = asyncio.ensure_future(eng.read(rfd, bytearray(8)))
-        await asyncio.sleep(0.01)
+        ring, before, task = await _pending_read(loop, rfd)
         assert not task.done() and ring.in_flight == before + 1
         os.write(wfd, b"data")
         assert await asyncio.wait_for(task, 5) == 4
         assert ring.in_flight == before
 
-    try:
-        run(main())
-    finally:
-        os.close(rfd)
-        os.close(wfd)
+    run(main())
 
 
 def test_one_select_settles_every_ready_completion(run, tmp_path):
@@ -170,15 +180,11 @@ def test_the_kernel_keeps_a_buffer_until_its_completion_then_settled_reports(run
         os.close(wfd)
 
 
-def test_cancelling_the_task_cancels_the_read_in_the_kernel(run, loop):
-    rfd, wfd = os.pipe()
+def test_cancelling_the_task_cancels_the_read_in_the_kernel(run, loop, pipe):
+    rfd, _ = pipe
 
     async def main():
-        eng = engines.get()
-        ring = loop._selector.ring
-        before = ring.in_flight
-        task = asyncio.ensure_future(eng.read(rfd, bytearray(8)))
-        await asyncio.sleep(0.01)
+        ring, before, task = await _pending_read(loop, rfd)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -188,11 +194,7 @@ def test_cancelling_the_task_cancels_the_read_in_the_kernel(run, loop):
             await asyncio.sleep(0.01)
         raise AssertionError("the read stayed in flight")
 
-    try:
-        run(main())
-    finally:
-        os.close(rfd)
-        os.close(wfd)
+    run(main())
 
 
 def test_ops_beyond_the_completion_queue_wait_for_room(run, loop, tmp_path):
