@@ -204,6 +204,25 @@ impl Conn {
         }
     }
 
+    /// Whether an op of this connection may be in the kernel.
+    fn in_kernel(&self) -> bool {
+        self.mshot != Mshot::Off || self.read_busy || self.write_busy
+    }
+
+    /// An SQE that cancels every op of this connection's file (its link timeouts
+    /// go with them).
+    fn cancel_all(&self) -> squeue::Entry {
+        let (fd, fixed) = self.target();
+        let builder = if fixed {
+            types::CancelBuilder::fd(types::Fixed(fd.0 as u32))
+        } else {
+            types::CancelBuilder::fd(fd)
+        };
+        opcode::AsyncCancel2::new(builder.all())
+            .build()
+            .user_data(TAG_INTERNAL)
+    }
+
     fn new(fd: Option<OwnedFd>, slot: Option<u32>, direct: bool, gen: u32) -> Self {
         Conn {
             fd,
@@ -1057,8 +1076,8 @@ impl WatcherCore {
             .chain(&c.accepts)
             .copied()
             .collect();
-        let in_kernel = c.mshot != Mshot::Off || c.read_busy || c.write_busy;
-        let (fd, fixed) = c.target();
+        let in_kernel = c.in_kernel();
+        let cancel_all = c.cancel_all();
         for slot in slots {
             let op = self.op(slot);
             op.cancel = Some(Why::Freed);
@@ -1068,17 +1087,9 @@ impl WatcherCore {
         }
         let mut result = Ok(());
         if in_kernel {
-            let builder = if fixed {
-                types::CancelBuilder::fd(types::Fixed(fd.0 as u32))
-            } else {
-                types::CancelBuilder::fd(fd)
-            };
-            let sqe = opcode::AsyncCancel2::new(builder.all())
-                .build()
-                .user_data(TAG_INTERNAL);
             // The cancel looks the file up when the kernel takes it: submit before
             // the slot is cleared or the dup closed.
-            result = self.push(&[sqe]).and_then(|()| self.submit_now());
+            result = self.push(&[cancel_all]).and_then(|()| self.submit_now());
         }
         let conn = self.conns[idx].take().expect("conn");
         self.conn_free.push(idx as u32);
@@ -1561,22 +1572,14 @@ impl WatcherCore {
         } else if !dead && !wrong_thread {
             // The loop's ring is shared: cancel by file, ours only (every op of
             // ours is on one of our connections; link timeouts go with their op).
-            let busy: Vec<(types::Fd, bool)> = self
+            let cancels: Vec<squeue::Entry> = self
                 .conns
                 .iter()
                 .flatten()
-                .filter(|c| c.mshot != Mshot::Off || c.read_busy || c.write_busy)
-                .map(Conn::target)
+                .filter(|c| c.in_kernel())
+                .map(Conn::cancel_all)
                 .collect();
-            for (fd, fixed) in busy {
-                let builder = if fixed {
-                    types::CancelBuilder::fd(types::Fixed(fd.0 as u32))
-                } else {
-                    types::CancelBuilder::fd(fd)
-                };
-                let sqe = opcode::AsyncCancel2::new(builder.all())
-                    .build()
-                    .user_data(TAG_INTERNAL);
+            for sqe in cancels {
                 let _ = self.push(&[sqe]);
             }
         }
