@@ -240,7 +240,8 @@ class StagingProactor(Proactor):
     ) -> None:
         super().__init__(engine, loop, cancellable)
         # The ring ops are staged into (None: none to stage into now). An attribute,
-        # read once per op; LoopRingProactor makes it a property of its selector.
+        # read once per op; for LoopRingProactor, its selector keeps it equal to
+        # the selector's own ring (``RingSelector._set_ring``).
         self._stage_ring = engine
 
     def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
@@ -332,10 +333,6 @@ class LoopRingProactor(StagingProactor):
     def ring(self) -> _SelectorRing:
         """The loop's ring, as the engine's kernel queue (``in_flight``, ...)."""
         return self._engine
-
-    @property
-    def _stage_ring(self) -> Any:  # type: ignore[override]
-        return self._selector._ring
 
     def _submit_staged(self, ring: Any) -> None:
         pass  # the select that follows submits them

@@ -217,7 +217,8 @@ class RingSelector(selectors.BaseSelector):
             return ring
         if ring is not None:
             self._retire_ring()
-        self._ring = ring = uring.Ring(self._entries, single_issuer=True)
+        ring = uring.Ring(self._entries, single_issuer=True)
+        self._set_ring(ring)
         self._ring_thread = tid
         self._cancel_later.clear()
         # Every registered fd needs its polls again on the new ring.
@@ -236,9 +237,17 @@ class RingSelector(selectors.BaseSelector):
             )
         return self._owned_ring()
 
+    def _set_ring(self, ring: Any) -> None:
+        # The file proactors read the ring once per op: an attribute of theirs,
+        # kept equal to ours here, costs less than a property that reads ours.
+        self._ring = ring
+        for files in self._files:
+            files._stage_ring = ring
+
     def _retire_ring(self) -> None:
         """Closes the current ring; its polls are gone with it."""
-        ring, self._ring = self._ring, None
+        ring = self._ring
+        self._set_ring(None)
         self._armed_r.clear()
         self._armed_w.clear()
         try:
@@ -302,6 +311,7 @@ class RingSelector(selectors.BaseSelector):
         the newest completes the ops whose future the loop core did not settle
         (any of them can: their ``settled()`` waiters live here)."""
         self._files = [p for p in self._files if not p._closed] + [proactor]
+        proactor._stage_ring = self._ring
 
     def _complete_other(self, completions: list[Any]) -> None:
         """Completions of non-poll ops: a callable ``data`` is called; an asyncio
