@@ -13,7 +13,7 @@ const RELEASE_GIL_FROM: usize = 64 * 1024;
 
 /// `preadv2(fd, n, offset, RWF_NOWAIT)` straight into a new bytes object: one copy
 /// from the page cache, no zero-fill, no second buffer. Returns None where the data
-/// is not cached (EAGAIN: the caller goes through the kernel queue instead); raises
+/// is not (all) cached (EAGAIN: the caller goes through the kernel queue instead); raises
 /// the kernel's OSError otherwise (EOPNOTSUPP where the file cannot do RWF_NOWAIT).
 #[pyfunction]
 pub fn pread_nowait(
@@ -43,18 +43,37 @@ pub fn pread_nowait(
     let obj: Bound<'_, PyBytes> = unsafe { Bound::from_owned_ptr_or_err(py, raw)? }.cast_into()?;
     // SAFETY: the object is a bytes object of `len` bytes, owned by us alone.
     let data = unsafe { ffi::PyBytes_AsString(obj.as_ptr()) } as usize;
-    let read = move || {
-        let iov = libc::iovec {
-            iov_base: data as *mut libc::c_void,
-            iov_len: n,
-        };
-        // SAFETY: `iov` describes `n` writable bytes of the unshared bytes object,
-        // which outlives the call (it is held by `obj` in the caller's frame).
-        let r = unsafe { libc::preadv2(fd, &iov, 1, offset, libc::RWF_NOWAIT) };
-        (
-            r,
-            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        )
+    // A read that comes back short is either at the end of the file or only partly
+    // cached: reading on tells which (0 at EOF, EAGAIN where the cache stops). A
+    // partly cached range is left to the caller's queue, so that a result is short
+    // only at the end of the file, as a blocking pread's is.
+    let read = move || -> (isize, i32) {
+        let mut got = 0usize;
+        loop {
+            let iov = libc::iovec {
+                iov_base: (data + got) as *mut libc::c_void,
+                iov_len: n - got,
+            };
+            // SAFETY: `iov` describes the `n - got` writable bytes left in the
+            // unshared bytes object, which outlives the call (it is held by `obj` in
+            // the caller's frame).
+            let r = unsafe { libc::preadv2(fd, &iov, 1, offset + got as i64, libc::RWF_NOWAIT) };
+            if r < 0 {
+                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                if got > 0 && errno == libc::EAGAIN {
+                    return (-1, libc::EAGAIN);
+                }
+                return if got > 0 {
+                    (got as isize, 0)
+                } else {
+                    (r, errno)
+                };
+            }
+            got += r as usize;
+            if r == 0 || got == n {
+                return (got as isize, 0);
+            }
+        }
     };
     let (got, errno) = if n >= RELEASE_GIL_FROM {
         py.detach(read)
@@ -72,7 +91,7 @@ pub fn pread_nowait(
     if got == n {
         return Ok(Some(obj.unbind()));
     }
-    // A short read (end of file, or only part cached): an exact-size copy.
+    // Short at the end of the file: an exact-size copy.
     // SAFETY: the first `got` bytes were written by the kernel.
     let filled = unsafe { std::slice::from_raw_parts(data as *const u8, got) };
     Ok(Some(PyBytes::new(py, filled).unbind()))
