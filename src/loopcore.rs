@@ -30,7 +30,7 @@ use io_uring::{cqueue, opcode, types};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyType, PyWeakrefReference};
+use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyTuple, PyWeakrefReference};
 
 use crate::buffers::View;
 use crate::engine::{Engine, RawCompletion, Submitted};
@@ -40,7 +40,9 @@ use crate::op::{Completion, Op};
 use crate::uring::py::Ring;
 use crate::uring::{INTERNAL_TOKEN, SIDE_BIT};
 
-static ASYNCIO_FUTURE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+/// What the loop's select settles as a future: asyncio's, and the lanes of
+/// `pread_many` (`ringio._engines.many.Lane`, settled through the same methods).
+static FUTURE_TYPES: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
 
 const KIND_RECV: u64 = 0;
 const KIND_SEND: u64 = 1;
@@ -1190,8 +1192,12 @@ impl LoopCore {
         };
         // File ops (`ringio._engines`' loop-ring proactor) carry an asyncio future:
         // settled here, as the eventfd proactor's resolve_futures() does elsewhere.
-        let future_type = ASYNCIO_FUTURE.import(py, "asyncio", "Future")?;
-        results.extend(pydriver.finish_settling(py, &raw, Some(future_type))?);
+        let future_types = FUTURE_TYPES.get_or_try_init(py, || -> PyResult<Py<PyTuple>> {
+            let future = py.import("asyncio")?.getattr("Future")?;
+            let lane = py.import("ringio._engines.many")?.getattr("Lane")?;
+            Ok(PyTuple::new(py, [future, lane])?.unbind())
+        })?;
+        results.extend(pydriver.finish_settling(py, &raw, Some(future_types.bind(py).as_any()))?);
         // The transports' completions: actions under the lock, then the callbacks.
         let mut actions = Vec::with_capacity(side.len());
         if !side.is_empty() {

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyType;
 
 use crate::engine::{Driver, Engine, RawCompletion, Waiter};
 use crate::errors;
@@ -236,20 +235,21 @@ impl<E: Engine> PyDriver<E> {
 
     /// Like `finish`, but settles the future of each op whose `data` is one (see
     /// `resolve_futures`) and returns only the other completions. With
-    /// `future_type`, only `data` of that type is taken for a future (the loop's
-    /// ring also carries polls and callbacks, which must not be duck-typed).
+    /// `future_types` (a type or a tuple of types, as `isinstance` takes), only
+    /// `data` of those types is taken for a future (the loop's ring also carries
+    /// polls and callbacks, which must not be duck-typed).
     pub(crate) fn finish_settling(
         &self,
         py: Python<'_>,
         raw: &[RawCompletion],
-        future_type: Option<&Bound<'_, PyType>>,
+        future_types: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<Py<Completion>>> {
         let (done, released) = self.driver().complete(py, raw);
         // Dropped outside the lock: releasing a buffer view can run Python code.
         drop(released);
         let mut left = Vec::new();
         for (op, c) in done {
-            let is_future = match future_type {
+            let is_future = match future_types {
                 Some(t) => op.get().data.bind(py).is_instance(t).unwrap_or(false),
                 None => true,
             };

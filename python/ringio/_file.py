@@ -702,6 +702,42 @@ class AsyncFileIO(_Base):
             return bytes(memoryview(bounce)[skip : skip + got])
         return await self._eng.pread_bytes(self._fd, n, offset, self._hint)
 
+    async def pread_many(
+        self, n: int, offsets: Iterable[int], *, depth: int = 32
+    ) -> list[bytes]:
+        """Reads up to `n` bytes at each of `offsets`, keeping up to `depth` reads in
+        flight; returns the data in the order of `offsets` (short or empty at the end
+        of the file), leaving the position alone.
+
+        What `depth` tasks each awaiting ``pread`` do, without a task wake-up per
+        read: each completion starts the next read at once (fio's way of keeping a
+        device's queue full). The first error is raised and the reads in flight
+        are cancelled; so does cancelling the awaiting task."""
+        self._check_readable()
+        if self._wbuf or self._pending is not None:
+            async with self._lock:
+                await self._settle()
+                await self._flush_locked()
+        align = (self._off_align, self._mem_align) if self._direct else None
+        return await self._eng.pread_many(self._fd, n, offsets, self._hint, depth=depth,
+                                          align=align)  # fmt: skip
+
+    async def preadinto_many(
+        self, buffer: Any, offsets: Iterable[int], *, depth: int = 32
+    ) -> list[int]:
+        """``pread_many`` into `buffer`, cut in ``len(offsets)`` equal parts: read `k`
+        fills part `k`. Returns each read's byte count. On an O_DIRECT file, reads go
+        straight into the parts when the buffer, the part size and the offsets are
+        aligned (``ringio.aligned``), else through aligned bounce buffers."""
+        self._check_readable()
+        if self._wbuf or self._pending is not None:
+            async with self._lock:
+                await self._settle()
+                await self._flush_locked()
+        align = (self._off_align, self._mem_align) if self._direct else None
+        return await self._eng.preadinto_many(self._fd, buffer, offsets, self._hint,
+                                              depth=depth, align=align)  # fmt: skip
+
     async def pwrite(self, data: Any, offset: int) -> int:
         """Writes `data` at `offset` (one op, may be short), leaving the position alone."""
         self._unlines()

@@ -791,6 +791,27 @@ for grp, cls in FILE_GROUPS:
     row(cls + ".pread", "offset beyond int64", "await f.pread(4, huge)", OverflowError)
     row(cls + ".pread", "size is a str", "await f.pread('4', 0)", TypeError)
     row(cls + ".pread", "on a write-only file", "await fw.pread(4, 0)", UnsupportedOperation)
+    many = cls + ".pread_many"
+    row(many, "negative offset", "await f.pread_many(4, [0, -1])", ValueError)
+    row(many, "negative size", "await f.pread_many(-1, [0])", ValueError)
+    row(many, "depth 0", "await f.pread_many(4, [0], depth=0)", ValueError)
+    row(many, "offsets not iterable", "await f.pread_many(4, 5)", TypeError)
+    row(many, "offsets is a str", "await f.pread_many(4, '01')", TypeError)
+    row(many, "a float offset", "await f.pread_many(4, [1.5])", TypeError)
+    row(many, "offset 2**63-1", "await f.pread_many(4, [0, big])", err(E.EINVAL))
+    row(many, "offset beyond int64", "await f.pread_many(4, [huge])", OverflowError)
+    row(many, "size is a str", "await f.pread_many('4', [0])", TypeError)
+    row(many, "on a write-only file", "await fw.pread_many(4, [0])", UnsupportedOperation)
+    row(many, "after close", "await fc.pread_many(4, [0])", ValueError)
+    into = cls + ".preadinto_many"
+    row(into, "read-only buffer", "await f.preadinto_many(ro, [0])", TypeError)
+    row(into, "None", "await f.preadinto_many(None, [0])", TypeError)
+    row(into, "parts of unequal size", "await f.preadinto_many(bytearray(5), [0, 1])", ValueError)
+    row(into, "negative offset", "await f.preadinto_many(bytearray(4), [-1])", ValueError)
+    row(into, "offset 2**63-1", "await f.preadinto_many(bytearray(4), [big])", err(E.EINVAL))
+    row(into, "on a write-only file", "await fw.preadinto_many(bytearray(4), [0])",
+        UnsupportedOperation)  # fmt: skip
+    row(into, "after close", "await fc.preadinto_many(bytearray(4), [0])", ValueError)
     row(cls + ".pwrite", "negative offset", "await f.pwrite(b'ab', -1)", ValueError)
     row(cls + ".pwrite", "str data", "await f.pwrite('ab', 0)", TypeError)
     row(cls + ".pwrite", "offset 2**63-1", "await f.pwrite(b'ab', big)", err(E.EINVAL))

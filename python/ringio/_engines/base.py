@@ -26,8 +26,10 @@ import fcntl
 import functools
 import os
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
+
+from .many import check_many, deliver, lane_buffer, read_span, reads_in_place, split_target
 
 T = TypeVar("T")
 
@@ -194,6 +196,71 @@ class FileEngine(abc.ABC):
         got = await self.pread(fd, buf, offset, hint)
         del buf[got:]
         return bytes(buf)
+
+    async def pread_many(
+        self, fd: int, n: int, offsets: Iterable[int], hint: NowaitHint | None = None,
+        *, depth: int = 32, align: tuple[int, int] | None = None,
+    ) -> list[bytes]:
+        """Reads up to `n` bytes at each of `offsets` with up to `depth` reads in
+        flight; returns the data in the order of `offsets` (short or empty at the
+        end of the file). `align` (offset alignment, memory alignment) is for
+        O_DIRECT files: each read then covers whole blocks, into an aligned buffer,
+        and the bytes asked for are cut out of it. The first error is raised and
+        the reads in flight are cancelled (see ``ringio._engines.many``)."""
+        offs = check_many(n, offsets, depth)
+        if self.closed:
+            raise ValueError("I/O operation on closed engine")
+        return await self._read_many(fd, n, offs, None, hint, depth, align)
+
+    async def preadinto_many(
+        self, fd: int, buffer: Any, offsets: Iterable[int], hint: NowaitHint | None = None,
+        *, depth: int = 32, align: tuple[int, int] | None = None,
+    ) -> list[int]:
+        """Like ``pread_many``, into `buffer` cut in ``len(offsets)`` equal parts (read
+        `k` fills part `k`); returns the byte count of each read. On O_DIRECT files
+        the reads go straight into the parts when those and the offsets are
+        aligned, else through aligned lane buffers."""
+        offs = check_many(0, offsets, depth)
+        out, n = split_target(buffer, len(offs))
+        try:
+            if self.closed:
+                raise ValueError("I/O operation on closed engine")
+            return await self._read_many(fd, n, offs, out, hint, depth, align)
+        finally:
+            # The caller's buffer is exported only as long as reads in flight hold
+            # their part of it, not for as long as this frame (kept by a traceback
+            # after a cancel) lives.
+            out.release()
+
+    async def _read_many(
+        self, fd: int, n: int, offs: list[int], out: memoryview | None,
+        hint: NowaitHint | None, depth: int, align: tuple[int, int] | None,
+    ) -> list[Any]:
+        # This generic form runs `depth` tasks over pread; the kernel engines start
+        # each lane's next read from the completion itself (``many.ManyReads``).
+        results: list[Any] = [b"" if out is None else 0] * len(offs)
+        in_place = reads_in_place(out, n, offs, align)
+        todo = iter(range(len(offs)))
+
+        async def lane() -> None:
+            mv = None if in_place else memoryview(lane_buffer(n, align)).cast("B")
+            for i in todo:
+                if mv is None:
+                    assert out is not None
+                    results[i] = await self.pread(fd, out[i * n : i * n + n], offs[i], hint)
+                else:
+                    start, length, skip = read_span(offs[i], n, align)
+                    got = await self.pread(fd, mv[:length], start, hint)
+                    deliver(results, i, got - skip, n, mv, skip, out)
+
+        tasks = [self.loop.create_task(lane()) for _ in range(min(depth, len(offs)))]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            raise
+        return results
 
     @abc.abstractmethod
     async def preadv(

@@ -27,6 +27,7 @@ from .. import _core
 from .._proactor import LoopRingProactor, Proactor, StagingProactor
 from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, write_what_fits
 from .base import check_offset as _check_offset
+from .many import ManyReads
 
 AT_EMPTY_PATH = 0x1000
 AT_SYMLINK_NOFOLLOW = 0x100
@@ -117,6 +118,50 @@ class KernelEngine(FileEngine):
         except BaseException:
             self._proactor.abandon(op)
             raise
+
+    async def _read_many(
+        self, fd: int, n: int, offs: list[int], out: memoryview | None,
+        hint: NowaitHint | None, depth: int, align: tuple[int, int] | None,
+    ) -> list[Any]:
+        if (hint is None or not hint.queue_reads) and not self._queue_reads_correct(fd, hint):
+            return await super()._read_many(fd, n, offs, out, hint, depth, align)
+        results: list[Any] = [b"" if out is None else 0] * len(offs)
+        todo: Sequence[int] = range(len(offs))
+        nowait = hint or self._fd_hints.get(fd) or self.nowait_hint(fd)
+        if nowait.read and align is None:
+            # Cached data first, inline (as pread and pread_bytes do): only what the
+            # page cache lacks goes to the kernel queue.
+            try:
+                todo = self._read_cached(fd, n, offs, out, results)
+            except OSError as e:
+                _inline_read_refused(e, nowait)
+        many = ManyReads(self, fd, n, offs, out, results, todo, align, min(depth, len(todo)))
+        return await many.run()
+
+    @staticmethod
+    def _read_cached(
+        fd: int, n: int, offs: list[int], out: memoryview | None, results: list[Any]
+    ) -> list[int]:
+        """Reads what the page cache holds; returns the indices of the others."""
+        todo = []
+        if out is None:
+            for i, off in enumerate(offs):
+                data = _core.pread_nowait(fd, n, off)
+                if data is None:
+                    todo.append(i)
+                else:
+                    results[i] = data
+            return todo
+        for i, off in enumerate(offs):
+            try:
+                got = os.preadv(fd, [out[i * n : i * n + n]], off, _NOWAIT)
+            except BlockingIOError:
+                got = -1
+            if got == n:
+                results[i] = got
+            else:
+                todo.append(i)  # not cached, or only partly (or at the end of the file)
+        return todo
 
     def _queue_reads_correct(self, fd: int, hint: NowaitHint | None) -> bool:
         """Whether the kernel queue reads this file correctly (see the uring engine)."""
@@ -341,6 +386,16 @@ class AioFileEngine(PoolPathOps, KernelEngine):
     ) -> bytes:
         try:
             return await super().pread_bytes(fd, n, offset, hint)
+        except OSError as e:
+            _raise_eisdir_for_directories(e, fd)
+            raise
+
+    async def _read_many(
+        self, fd: int, n: int, offs: list[int], out: memoryview | None,
+        hint: NowaitHint | None, depth: int, align: tuple[int, int] | None,
+    ) -> list[Any]:
+        try:
+            return await super()._read_many(fd, n, offs, out, hint, depth, align)
         except OSError as e:
             _raise_eisdir_for_directories(e, fd)
             raise
