@@ -130,9 +130,15 @@ class RingioFiles(AsyncFiles):
 
 class RingioOpenFiles(AsyncFiles):
     """ringio.open: the file object users switch to from aiofiles; reads with
-    ``f.pread(n, offset)`` (no shared position, so one object serves every task)."""
+    ``f.pread(n, offset)`` (no shared position, so one object serves every task).
+    With `many` (``pread_many``/``preadinto_many``), random reads are one call per
+    chunk of offsets, keeping the queue depth with no task per slot."""
 
-    def __init__(self, engine: str) -> None:
+    #: Offsets per pread_many/preadinto_many call in the random-read workloads.
+    MANY_CHUNK = 4096
+
+    def __init__(self, engine: str, many: str = "") -> None:
+        self.many = many
         os.environ["RINGIO_ENGINE"] = engine
         import ringio
         import ringio._engines
@@ -456,6 +462,11 @@ def make_contender(name: str, depth: int = 64) -> AsyncFiles | SyncFiles:
             raise WorkerSkipped(f"{name}: not an asyncio contender")
         c.on_ringio_loop = True
         return c
+    if name.startswith("ringio.open[") and "]." in name:
+        engine, method = name[12:].split("].", 1)
+        if method not in ("pread_many", "preadinto_many"):
+            raise WorkerSkipped(f"unknown contender {name}")
+        return RingioOpenFiles(engine, method)
     if name.startswith("ringio.open[") and name.endswith("]"):
         return RingioOpenFiles(name[12:-1])
     if name == "os.pread":
@@ -561,6 +572,8 @@ async def _rand_read_async(
     if direct and not isinstance(c, (RingioFiles, RingioOpenFiles)):
         raise WorkerSkipped("O_DIRECT variant only for ringio")
     await c.open([path], direct=direct)
+    if isinstance(c, RingioOpenFiles) and c.many:
+        return await _rand_read_many(c, block, offsets, depth)
     readers: list[Callable[[int], Awaitable[Any]]] = []
     for _ in range(depth):
         if isinstance(c, AiofilesFiles):
@@ -581,6 +594,26 @@ async def _rand_read_async(
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker(w) for w in range(depth)))
+    rate = len(offsets) / (time.perf_counter() - t0)
+    await c.close()
+    await c.stop()
+    return rate
+
+
+async def _rand_read_many(
+    c: RingioOpenFiles, block: int, offsets: list[int], depth: int
+) -> float:
+    """One pread_many (or preadinto_many, into one aligned buffer reused per call)
+    per chunk of offsets, `depth` reads in flight."""
+    f, chunk = c.files[0], c.MANY_CHUNK
+    out = memoryview(c.ringio.aligned(block * chunk))
+    t0 = time.perf_counter()
+    for k in range(0, len(offsets), chunk):
+        part = offsets[k : k + chunk]
+        if c.many == "preadinto_many":
+            await f.preadinto_many(out[: block * len(part)], part, depth=depth)
+        else:
+            await f.pread_many(block, part, depth=depth)
     rate = len(offsets) / (time.perf_counter() - t0)
     await c.close()
     await c.stop()

@@ -150,7 +150,7 @@ def run(options: Options) -> WorkloadResult:
     options.progress(
         len(names) * (len(scale.nfiles) + 2)
         + 2 * len(ringio_names)
-        + 2 * ("ringio[uring]" in ringio_names)
+        + 5 * ("ringio[uring]" in ringio_names)
         + 1
         + (len(scale.direct_depths) if use_fio else 0)
         + 3,
@@ -217,6 +217,14 @@ def run(options: Options) -> WorkloadResult:
     loop_names = [n + LOOP_SUFFIX for n in ringio_names if n == "ringio[uring]"]
     direct_names = ringio_names + loop_names
     direct_names += [n.replace("ringio[", "ringio.open[") for n in loop_names]
+    # And ringio.open's batch reads, which keep the depth with no task per slot:
+    # preadinto_many straight into one aligned buffer (fio reads into its own
+    # buffers too) on both loops, pread_many (bytes out) on ringio's.
+    for n in ringio_names:
+        if n == "ringio[uring]":
+            into = n.replace("ringio[", "ringio.open[") + ".preadinto_many"
+            direct_names += [into, into + LOOP_SUFFIX]
+            direct_names += [n.replace("ringio[", "ringio.open[") + ".pread_many" + LOOP_SUFFIX]
     for c in direct_names:
         spec = {"kind": "rand_read", "path": data["rand"], "block": 4096, "direct": True,
                 "ops": scale.direct_ops, "depths": list(scale.direct_depths)}  # fmt: skip
