@@ -713,12 +713,7 @@ class AsyncFileIO(_Base):
         read: each completion starts the next read at once (fio's way of keeping a
         device's queue full). The first error is raised and the reads in flight
         are cancelled; so does cancelling the awaiting task."""
-        self._check_readable()
-        if self._wbuf or self._pending is not None:
-            async with self._lock:
-                await self._settle()
-                await self._flush_locked()
-        align = (self._off_align, self._mem_align) if self._direct else None
+        align = await self._before_positional_reads()
         return await self._eng.pread_many(self._fd, n, offsets, self._hint, depth=depth,
                                           align=align)  # fmt: skip
 
@@ -729,14 +724,19 @@ class AsyncFileIO(_Base):
         fills part `k`. Returns each read's byte count. On an O_DIRECT file, reads go
         straight into the parts when the buffer, the part size and the offsets are
         aligned (``ringio.aligned``), else through aligned bounce buffers."""
+        align = await self._before_positional_reads()
+        return await self._eng.preadinto_many(self._fd, buffer, offsets, self._hint,
+                                              depth=depth, align=align)  # fmt: skip
+
+    async def _before_positional_reads(self) -> tuple[int, int] | None:
+        """Checks, and writes out what is buffered (the reads must see it); returns
+        the O_DIRECT alignment (offset, memory) of the file, None when buffered."""
         self._check_readable()
         if self._wbuf or self._pending is not None:
             async with self._lock:
                 await self._settle()
                 await self._flush_locked()
-        align = (self._off_align, self._mem_align) if self._direct else None
-        return await self._eng.preadinto_many(self._fd, buffer, offsets, self._hint,
-                                              depth=depth, align=align)  # fmt: skip
+        return (self._off_align, self._mem_align) if self._direct else None
 
     async def pwrite(self, data: Any, offset: int) -> int:
         """Writes `data` at `offset` (one op, may be short), leaving the position alone."""

@@ -16,6 +16,7 @@ import pytest
 
 import ringio
 import ringio._engines as engines
+from ringio._proactor import LoopRingProactor
 
 ENGINE_PARAMS = ["uring", "aio", "thread", "uring-loop"]
 
@@ -57,3 +58,51 @@ def event_loop_policy(request):
 @pytest.fixture
 async def engine(engine_name):
     return engines.get()
+
+
+# -- helpers for tests that watch the engine's kernel queue ----------------------------
+
+
+def kernel_queue(engine):
+    if engine.name == "thread":
+        pytest.skip("the thread engine has no kernel queue")
+    return engine._queue
+
+
+def eventfd_queue(engine):
+    """The engine's own kernel queue and its eventfd (not on ringio's loop, where
+    file ops ride the loop's ring: tests/loop/test_loop_files.py)."""
+    queue = kernel_queue(engine)
+    if isinstance(engine._proactor, LoopRingProactor):
+        pytest.skip("on ringio's loop file ops have no queue or eventfd of their own")
+    return queue
+
+
+async def until(predicate, what: str) -> None:
+    for _ in range(1000):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def cancel_with_completions_held(engine, start, in_flight: int, buf: bytearray) -> None:
+    """Runs ``start()`` as a task with the engine's completion delivery held back,
+    cancels it once `in_flight` ops are in the kernel, and checks that `buf` (which
+    they read into) stays exported until their completions have been reaped."""
+    queue = eventfd_queue(engine)
+    loop = asyncio.get_running_loop()
+    loop.remove_reader(queue.fileno())
+    try:
+        task = asyncio.ensure_future(start())
+        await until(lambda: queue.in_flight == in_flight, "the reads reached the kernel")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with pytest.raises(BufferError):
+            buf.extend(b"x")  # the kernel may still write into it
+    finally:
+        loop.add_reader(queue.fileno(), engine._proactor._on_completions)
+    await until(lambda: queue.in_flight == 0, "the completions were reaped")
+    buf.extend(b"x")  # released with the completions
+    del buf[-1:]

@@ -11,10 +11,15 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import user_thread_count
+from tests.engines.conftest import (
+    cancel_with_completions_held,
+    eventfd_queue,
+    kernel_queue,
+    until,
+)
 
 import ringio
 import ringio._engines as engines
-from ringio._proactor import LoopRingProactor
 
 
 async def test_the_forced_engine_runs(engine, engine_name):
@@ -324,68 +329,33 @@ async def test_the_o_direct_check_reads_the_flags_once_per_fd(
         os.close(pfd)
 
 
-def _kernel_queue(engine):
-    if engine.name == "thread":
-        pytest.skip("the thread engine has no kernel queue")
-    return engine._queue
-
-
-def _eventfd_queue(engine):
-    """The engine's own kernel queue and its eventfd (not on ringio's loop, where
-    file ops ride the loop's ring: tests/loop/test_loop_files.py)."""
-    queue = _kernel_queue(engine)
-    if isinstance(engine._proactor, LoopRingProactor):
-        pytest.skip("on ringio's loop file ops have no queue or eventfd of their own")
-    return queue
-
-
-async def _until(predicate, what: str) -> None:
-    for _ in range(1000):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"never happened: {what}")
-
-
 async def test_cancelling_the_awaiting_task_cancels_the_op_in_the_kernel(engine):
-    queue = _kernel_queue(engine)
+    queue = kernel_queue(engine)
     rfd, wfd = os.pipe()
     try:
         task = asyncio.ensure_future(engine.read(rfd, bytearray(8)))
-        await _until(lambda: queue.in_flight == 1, "the read reached the kernel")
+        await until(lambda: queue.in_flight == 1, "the read reached the kernel")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         # Nothing is ever written: only a cancel in the kernel ends the op.
-        await _until(lambda: queue.in_flight == 0, "the kernel cancelled the read")
+        await until(lambda: queue.in_flight == 0, "the kernel cancelled the read")
     finally:
         os.close(rfd)
         os.close(wfd)
 
 
 async def test_a_cancelled_read_keeps_its_buffer_until_its_completion(engine, data_file):
-    queue = _eventfd_queue(engine)
     fd, payload = data_file
-    loop = asyncio.get_running_loop()
-    loop.remove_reader(queue.fileno())  # hold back completion delivery
-    try:
-        buf = bytearray(4096)
-        task = asyncio.ensure_future(engine.pread(fd, buf, 0, engines.NowaitHint(read=False)))
-        await _until(lambda: queue.in_flight == 1, "the read reached the kernel")
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        with pytest.raises(BufferError):
-            buf.extend(b"x")  # the kernel may still write into it
-    finally:
-        loop.add_reader(queue.fileno(), engine._proactor._on_completions)
-    await _until(lambda: queue.in_flight == 0, "the completion was reaped")
-    buf.extend(b"x")  # released with the completion
+    buf = bytearray(4096)
+    await cancel_with_completions_held(
+        engine, lambda: engine.pread(fd, buf, 0, engines.NowaitHint(read=False)), 1, buf
+    )
     assert buf[:4096] == payload[:4096] or buf[:4096] == bytes(4096)
 
 
 async def test_one_wake_up_resolves_every_ready_completion(engine, data_file):
-    queue = _eventfd_queue(engine)
+    queue = eventfd_queue(engine)
     fd, payload = data_file
     loop = asyncio.get_running_loop()
     loop.remove_reader(queue.fileno())
@@ -395,7 +365,7 @@ async def test_one_wake_up_resolves_every_ready_completion(engine, data_file):
         tasks = [
             asyncio.ensure_future(engine.pread(fd, b, i * 256, hint)) for i, b in enumerate(bufs)
         ]
-        await _until(lambda: queue.in_flight == 32, "every read reached the kernel")
+        await until(lambda: queue.in_flight == 32, "every read reached the kernel")
         # Cached data: the kernel completed every read inside the submit call.
         engine._proactor._on_completions()
         assert queue.in_flight == 0
@@ -408,7 +378,7 @@ async def test_one_wake_up_resolves_every_ready_completion(engine, data_file):
 
 
 async def test_an_op_goes_to_the_kernel_at_once_only_while_the_kernel_is_short_of_work(engine):
-    queue = _eventfd_queue(engine)
+    queue = eventfd_queue(engine)
     loop = asyncio.get_running_loop()
     proactor = engine._proactor
     rfd, wfd = os.pipe()
@@ -443,15 +413,15 @@ async def test_an_op_goes_to_the_kernel_at_once_only_while_the_kernel_is_short_o
 async def test_closing_an_awaiting_coroutine_cancels_its_op(engine):
     # coro.close() (GeneratorExit at the await, as at shutdown) is not a task
     # cancellation, but the op is abandoned all the same.
-    queue = _kernel_queue(engine)
+    queue = kernel_queue(engine)
     rfd, wfd = os.pipe()
     try:
         coro = engine.read(rfd, bytearray(8))
         fut = coro.send(None)  # runs to the await of the op's future
-        await _until(lambda: queue.in_flight == 1, "the read reached the kernel")
+        await until(lambda: queue.in_flight == 1, "the read reached the kernel")
         coro.close()
         assert fut.cancelled()
-        await _until(lambda: queue.in_flight == 0, "the kernel cancelled the read")
+        await until(lambda: queue.in_flight == 0, "the kernel cancelled the read")
     finally:
         os.close(rfd)
         os.close(wfd)

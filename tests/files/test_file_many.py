@@ -11,10 +11,10 @@ import random
 from pathlib import Path
 
 import pytest
+from tests.engines.conftest import cancel_with_completions_held, until
 
 import ringio
 import ringio._engines as engines
-from ringio._proactor import LoopRingProactor
 
 SIZE = 256 * 1024 + 123  # not a whole number of blocks: reads cross the end
 
@@ -207,47 +207,23 @@ async def test_kernel_errors_are_oserrors_with_the_fd(engine, tmp_path, big_file
 # -- cancellation and buffer ownership -------------------------------------------------
 
 
-def _eventfd_queue(engine):
-    if engine.name == "thread":
-        pytest.skip("the thread engine has no kernel queue")
-    if isinstance(engine._proactor, LoopRingProactor):
-        pytest.skip("on ringio's loop file ops have no eventfd of their own")
-    return engine._queue
-
-
-async def _until(predicate, what: str) -> None:
-    for _ in range(1000):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"never happened: {what}")
-
-
 async def test_cancelling_keeps_the_buffers_until_the_completions_arrive(engine, big_file):
-    queue = _eventfd_queue(engine)
     path, payload = big_file
     fd = os.open(path, os.O_RDONLY)
-    loop = asyncio.get_running_loop()
-    loop.remove_reader(queue.fileno())  # hold back completion delivery
     try:
         buf = bytearray(4 * 4096)
-        offsets = [0, 4096, 8192, 12288]
-        task = asyncio.ensure_future(
-            engine.preadinto_many(fd, buf, offsets, engines.NowaitHint(read=False), depth=4)
+        await cancel_with_completions_held(
+            engine,
+            lambda: engine.preadinto_many(
+                fd, buf, [0, 4096, 8192, 12288], engines.NowaitHint(read=False), depth=4
+            ),
+            4,
+            buf,
         )
-        await _until(lambda: queue.in_flight == 4, "the reads reached the kernel")
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        with pytest.raises(BufferError):
-            buf.extend(b"x")  # the kernel may still write into it
+        # The engine goes on serving reads.
+        assert await engine.pread_many(fd, 5, [7]) == [payload[7:12]]
     finally:
-        loop.add_reader(queue.fileno(), engine._proactor._on_completions)
-    await _until(lambda: queue.in_flight == 0, "the completions were reaped")
-    buf.extend(b"x")  # released with the completions
-    os.close(fd)
-    # The engine goes on serving reads.
-    assert await engine.pread_many(os.open(path, os.O_RDONLY), 5, [7]) == [payload[7:12]]
+        os.close(fd)
 
 
 async def test_the_first_error_ends_the_call_and_stops_the_other_reads(
@@ -291,21 +267,26 @@ async def test_the_first_error_ends_the_call_and_stops_the_other_reads(
         os.close(bad)
 
 
+def _start_many_reads(engine, fd: int) -> asyncio.Future[list[bytes]]:
+    """400 reads, 8 in flight, none tried inline."""
+    offsets = [k * 512 for k in range(400)]
+    return asyncio.ensure_future(
+        engine.pread_many(fd, 512, offsets, engines.NowaitHint(read=False), depth=8)
+    )
+
+
 async def test_cancelling_mid_call_leaves_the_engine_usable(engine, big_file):
     path, payload = big_file
     fd = os.open(path, os.O_RDONLY)
     try:
-        offsets = [k * 512 for k in range(400)]
-        task = asyncio.ensure_future(
-            engine.pread_many(fd, 512, offsets, engines.NowaitHint(read=False), depth=8)
-        )
+        task = _start_many_reads(engine, fd)
         for _ in range(3):
             await asyncio.sleep(0)  # a few loop turns: some reads done, some in flight
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         if engine.name != "thread":
-            await _until(lambda: engine._queue.in_flight == 0, "the cancelled reads ended")
+            await until(lambda: engine._queue.in_flight == 0, "the cancelled reads ended")
         assert await engine.pread_many(fd, 4, [1, 2]) == [payload[1:5], payload[2:6]]
     finally:
         os.close(fd)
@@ -315,10 +296,7 @@ async def test_closing_the_engine_mid_call_ends_the_call(engine, big_file):
     path, _ = big_file
     fd = os.open(path, os.O_RDONLY)
     try:
-        offsets = [k * 512 for k in range(400)]
-        task = asyncio.ensure_future(
-            engine.pread_many(fd, 512, offsets, engines.NowaitHint(read=False), depth=8)
-        )
+        task = _start_many_reads(engine, fd)
         await asyncio.sleep(0)
         engine.close_engine()
         with pytest.raises((asyncio.CancelledError, ValueError)):
