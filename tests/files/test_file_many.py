@@ -121,6 +121,21 @@ async def test_aligned_o_direct_reads_go_straight_into_the_callers_buffer(
         assert targets and not any(t is odd for t in targets)
 
 
+async def test_a_depth_beyond_the_kernel_queue_waits_for_room(engine, big_file):
+    # More reads in flight than the ring or AIO context holds: the rest wait in the
+    # proactor (back-pressure) and start as completions make room.
+    path, payload = big_file
+    offsets = [(k * 7919) % SIZE for k in range(3000)]
+    async with await _open(path, False) as f:
+        hint = f._hint
+        f._hint = engines.NowaitHint(read=False)  # every read through the queue
+        try:
+            got = await f.pread_many(100, offsets, depth=2500)
+        finally:
+            f._hint = hint
+    assert got == _expected(payload, 100, offsets)
+
+
 async def test_no_offsets_read_nothing(engine, big_file):
     path, _ = big_file
     async with await _open(path, False) as f:
