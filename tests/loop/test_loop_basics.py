@@ -89,6 +89,43 @@ def test_cancelled_handles_do_not_run(loop):
     assert seen == []
 
 
+def test_many_cancelled_timers_are_pruned_and_the_rest_run_in_order(loop):
+    # More than 100 timers, over half cancelled: the heap is rebuilt (asyncio's
+    # rule); the survivors still run in time order and the count is right after.
+    seen = []
+    t0 = loop.time()
+    handles = [loop.call_at(t0 + 0.001 * (k % 50), seen.append, k) for k in range(300)]
+    for h in handles[::3] + handles[1::3]:
+        h.cancel()
+    loop.call_at(t0 + 0.2, loop.stop)
+    loop.run_forever()
+    kept = list(range(2, 300, 3))
+    assert sorted(seen) == kept
+    whens = [k % 50 for k in seen]
+    assert whens == sorted(whens)  # time order (equal times in any order, as asyncio)
+    assert loop._timer_cancelled_count == 0
+    assert not loop._scheduled
+
+
+def test_a_subclass_clock_is_the_one_timers_follow():
+    # The loop's iteration reads the clock directly unless time() is overridden.
+    class Shifted(ringio.EventLoop):
+        def time(self):
+            return super().time() + 1000.0
+
+    loop = Shifted()
+    try:
+        seen = []
+        loop.call_later(0.02, seen.append, "later")
+        loop.call_later(0.05, loop.stop)
+        t0 = time.monotonic()
+        loop.run_forever()
+        assert seen == ["later"]
+        assert 0.04 <= time.monotonic() - t0 < 5
+    finally:
+        loop.close()
+
+
 def test_call_soon_threadsafe_wakes_a_blocked_loop(loop):
     # The loop sleeps in io_uring_enter with a 30 s timer; only the self-pipe poll
     # can wake it in time.

@@ -18,9 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import errno
+import heapq
 import os
 import socket
 import sys
+import time
 import weakref
 from asyncio import base_events, constants, sslproto
 from collections.abc import Callable, Coroutine
@@ -43,6 +45,12 @@ _RECV_POOL = 64
 # RINGIO_LOOP_TRANSPORT=selector keeps asyncio's own readiness-based socket
 # transport (phase 1), for A/B comparisons; the default is the ring transport.
 _Handle = asyncio.Handle
+_BASE_TIME = base_events.BaseEventLoop.time
+_MAXIMUM_SELECT_TIMEOUT = base_events.MAXIMUM_SELECT_TIMEOUT
+_MIN_SCHEDULED_TIMER_HANDLES = base_events._MIN_SCHEDULED_TIMER_HANDLES
+_MIN_CANCELLED_TIMER_HANDLES_FRACTION = base_events._MIN_CANCELLED_TIMER_HANDLES_FRACTION
+_heappop = heapq.heappop
+_monotonic = time.monotonic
 _new_handle = object.__new__
 _copy_context = contextvars.copy_context
 _RING_TRANSPORT = os.environ.get("RINGIO_LOOP_TRANSPORT", "ring") != "selector"
@@ -90,6 +98,56 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         handle._source_traceback = None
         self._ready.append(handle)
         return handle
+
+    def _run_once(self) -> None:
+        # asyncio's iteration (BaseEventLoop._run_once), with the clock read
+        # directly instead of through self.time() (two frames per iteration), no
+        # _process_events call for an empty event list, and no clock read at all
+        # when no timer is scheduled. Debug mode, a subclass's own time(), and the
+        # rare rebuild of a heap full of cancelled timers take asyncio's own.
+        scheduled = self._scheduled
+        if (
+            self._debug
+            or type(self).time is not _BASE_TIME
+            or (
+                len(scheduled) > _MIN_SCHEDULED_TIMER_HANDLES
+                and self._timer_cancelled_count / len(scheduled)
+                > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
+            )
+        ):
+            return super()._run_once()
+        while scheduled and scheduled[0]._cancelled:
+            self._timer_cancelled_count -= 1
+            handle = _heappop(scheduled)
+            handle._scheduled = False
+        ready = self._ready
+        if ready or self._stopping:
+            timeout: float | None = 0
+        elif scheduled:
+            timeout = min(max(0, scheduled[0]._when - _monotonic()), _MAXIMUM_SELECT_TIMEOUT)
+        else:
+            timeout = None
+        event_list = self._selector.select(timeout)
+        if event_list:
+            self._process_events(event_list)
+        event_list = None  # breaks cycles when an exception occurs
+        if scheduled:
+            end_time = _monotonic() + self._clock_resolution
+            while scheduled:
+                handle = scheduled[0]
+                if handle._when >= end_time:
+                    break
+                handle = _heappop(scheduled)
+                handle._scheduled = False
+                ready.append(handle)
+        # Only the callbacks ready now run; those they schedule wait for the next
+        # iteration (after another poll), as in asyncio.
+        popleft = ready.popleft
+        for _ in range(len(ready)):
+            handle = popleft()
+            if not handle._cancelled:
+                handle._run()
+        handle = None  # breaks cycles when an exception occurs
 
     # ----------------------------------------------------------- transports
 
