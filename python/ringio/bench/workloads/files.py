@@ -208,7 +208,15 @@ def run(options: Options) -> WorkloadResult:
     t = Table(
         "4 KiB O_DIRECT random reads (no page cache)",
         metric="ops_per_s", baseline="fio io_uring", higher_is_better=True,
-        note="fio --ioengine=io_uring --direct=1 --rw=randread --bs=4k on the same file.",
+        note=(
+            "fio --ioengine=io_uring --direct=1 --rw=randread --bs=4k on the same file. "
+            "ringio[...] and ringio.open[...]: `depth` tasks, each awaiting one read at a "
+            "time (the engine into one aligned buffer per task; ringio.open's pread "
+            "returns bytes). .preadinto_many / .pread_many: one call per 4,096 offsets "
+            "keeping `depth` reads in flight, into one aligned buffer (as fio reads "
+            "into its own) or into bytes objects that the call returns, i.e. 16 MiB "
+            "of new memory per call to allocate and fault in."
+        ),
     )  # fmt: skip
     # The uring engine also on ringio's own loop, where the reads ride the loop's
     # ring (submitted and reaped by its one io_uring_enter per iteration).
