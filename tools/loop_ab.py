@@ -5,10 +5,12 @@
 
 Contenders: ``ringio`` (phase 2 transports), ``ringio-sel`` (ringio with
 ``RINGIO_LOOP_TRANSPORT=selector``: asyncio's transports on the ring selector, i.e.
-phase 1), ``uvloop``, ``asyncio``. Server and C client (``bench/build/echoclient``)
-are pinned to CPU 0. Besides req/s it prints the server's CPU time per request (from
-/proc/<pid>/stat): on a shared machine req/s swings with other load on that CPU, the
-server's own cost per request much less.
+phase 1), ``uvloop``, ``asyncio``, and ``ringio@TREE``: ringio as built in another
+work tree (its ``.venv`` and its ``bench/servers/echo_server.py``), e.g.
+``ringio@/work/main`` to compare a branch with main in the same run. Server and C
+client (``bench/build/echoclient``) are pinned to CPU 0. Besides req/s it prints
+the server's CPU time per request (from /proc/<pid>/stat): on a shared machine req/s
+swings with other load on that CPU, the server's own cost per request much less.
 """
 
 from __future__ import annotations
@@ -82,8 +84,13 @@ def main() -> None:
                 args = {"uvloop": ["--loop", "uvloop"], "asyncio": []}.get(name, ringio)
                 if name == "ringio-sel":
                     env["RINGIO_LOOP_TRANSPORT"] = "selector"
+                cmd = base
+                if name.startswith("ringio@"):
+                    tree = name.split("@", 1)[1]
+                    cmd = [f"{tree}/.venv/bin/python", f"{tree}/bench/servers/echo_server.py"]
+                    env.pop("VIRTUAL_ENV", None)
                 rps, us, p50, p99, err = run_one(
-                    [*base, "--flavour", fl, *args], env, a.size, a.conc, a.duration
+                    [*cmd, "--flavour", fl, *args], env, a.size, a.conc, a.duration
                 )
                 print(
                     f"round={r} {fl:9s} {name:11s} req/s={rps:7d} server_us/req={us:6.2f}"
