@@ -46,8 +46,30 @@ static FUTURE_TYPES: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
 
 const KIND_RECV: u64 = 0;
 const KIND_SEND: u64 = 1;
-/// Buffer group of the loop's provided buffers (the ring has no other group).
+/// In a receive's user_data: it takes its buffers from the `bytes`-backed group.
+const BIG_BIT: u64 = 1 << 31;
+/// Buffer group of the loop's provided buffers.
 const BGID: u16 = 0x4c;
+/// Buffer group of the `bytes`-backed buffers (`crate::net::bytesring`): transports
+/// whose receives are large take these, so that the kernel copies each message
+/// straight into the `bytes` that `data_received` gets.
+const BIG_BGID: u16 = 0x4d;
+/// Each one a `bytes` of this size: the whole object stays below glibc's default
+/// mmap threshold (128 KiB), so that it comes from the heap and shrinking it to
+/// the received length is a split in place, not an mremap.
+const BIG_BUFSIZE: usize = 128 * 1024 - 256;
+/// Buffers that group provides at a time: about `CACHE_BUDGET` (as for the pool's
+/// window, the kernel fills all of them before the first callback runs; with 8,
+/// 16 or 32 the kernel's copies in and out of them missed the cache and 100 KiB x
+/// 100 cost more than copying out of the pool). Transports it cannot serve wait in
+/// `Inner::starved`.
+const BIG_WINDOW: usize = CACHE_BUDGET / BIG_BUFSIZE;
+/// Entries of that group's ring (at least `BIG_WINDOW`, a power of two).
+const BIG_NBUFS: u16 = 8;
+/// A transport moves to the `bytes`-backed group when it receives at least this
+/// many bytes per batch (moving average), and back below `BIG_OFF`.
+const BIG_ON: usize = 48 * 1024;
+const BIG_OFF: usize = 16 * 1024;
 /// Up to 1024 x 16 KiB (16 MiB, mapped with MAP_NORESERVE). The buffer ring provides
 /// a small window of the most recently returned buffers (cache-warm), doubled each
 /// time the kernel runs out (ENOBUFS ends the multishot receive); a buffer goes back
@@ -74,13 +96,17 @@ const MAX_SEND: usize = 0x7fff_f000;
 
 fn token(slot: u32, gen: u32, kind: u64) -> u64 {
     // Bits 32..62 the generation (bit 62 always clear, so never INTERNAL_TOKEN),
-    // 1..32 the slot, bit 0 the kind.
+    // bit 31 BIG_BIT (receives), 1..31 the slot, bit 0 the kind.
     SIDE_BIT | (u64::from(gen & 0x3fff_ffff) << 32) | (u64::from(slot) << 1) | kind
+}
+
+fn recv_token(slot: u32, gen: u32, big: bool) -> u64 {
+    token(slot, gen, KIND_RECV) | if big { BIG_BIT } else { 0 }
 }
 
 fn untoken(t: u64) -> (u32, u32, u64) {
     (
-        ((t >> 1) & 0x7fff_ffff) as u32,
+        ((t >> 1) & 0x3fff_ffff) as u32,
         ((t >> 32) & 0x3fff_ffff) as u32,
         t & 1,
     )
@@ -163,6 +189,15 @@ struct Conn {
     group: usize,
     /// In `Inner::starved`, waiting for buffers.
     starved: bool,
+    /// Bytes received in CQE batch `rx_batch`, and their moving average over the
+    /// batches that brought data (x1): it picks the buffer group.
+    rx_acc: usize,
+    rx_batch: u64,
+    rx_avg: usize,
+    /// The receive should take `bytes`-backed buffers (`big`), and the armed one
+    /// does (`recv_big`); when they differ, the receive is cancelled and re-armed.
+    big: bool,
+    recv_big: bool,
     high: usize,
     low: usize,
     dirty: bool,
@@ -250,6 +285,8 @@ enum Payload {
     /// every received byte was page-faulted anew); one at a time, malloc reuses
     /// the same memory.
     Segs(Vec<(u16, usize)>),
+    /// A buffer of the `bytes`-backed group: the kernel received into it directly.
+    Obj(Py<PyBytes>),
 }
 
 /// One transport's receives in a CQE batch: (slot, index of its Data action, the
@@ -318,9 +355,10 @@ fn with_bufring<R>(ring: Option<&Py<Ring>>, f: impl FnOnce(Option<&mut BufRing>)
 
 impl Payload {
     /// The bytes, as one buffer; provided buffers are copied out and given back.
-    fn into_vec(self, ring: Option<&Py<Ring>>) -> Vec<u8> {
+    fn into_vec(self, ring: Option<&Py<Ring>>, py: Python<'_>) -> Vec<u8> {
         match self {
             Payload::Raw(v) => v,
+            Payload::Obj(o) => o.as_bytes(py).to_vec(),
             Payload::Segs(segs) => {
                 let mut out = Vec::new();
                 with_bufring(ring, |br| {
@@ -345,8 +383,9 @@ impl Payload {
     }
 
     /// Appends the bytes to `out` (a paused transport's backlog).
-    fn append_to(self, ring: Option<&Py<Ring>>, out: &mut Vec<u8>) {
+    fn append_to(self, ring: Option<&Py<Ring>>, py: Python<'_>, out: &mut Vec<u8>) {
         match self {
+            Payload::Obj(o) => out.extend_from_slice(o.as_bytes(py)),
             Payload::Segs(segs) => with_bufring(ring, |br| {
                 if let Some(br) = br {
                     extend_from_segs(br, &segs, out);
@@ -481,7 +520,11 @@ impl LoopCore {
 
     /// Pushes the SQEs that dirty transports need: arm or cancel the receive, send
     /// the queue, cancel what a released transport left in flight.
-    fn flush(inner: &mut Inner, engine: &mut crate::uring::UringEngine) -> std::io::Result<()> {
+    fn flush(
+        inner: &mut Inner,
+        py: Python<'_>,
+        engine: &mut crate::uring::UringEngine,
+    ) -> std::io::Result<()> {
         Self::unstarve(inner, engine);
         let dirty = std::mem::take(&mut inner.dirty);
         let mut result = Ok(());
@@ -494,17 +537,32 @@ impl LoopCore {
             let fd = types::Fd(c.fd);
             let stop = c.released || c.lost;
             if c.reading && !stop && c.recv == Recv::Off && !c.recv_done && !c.starved {
-                if let Err(e) = engine.ensure_bufring(NBUFS, BUFSIZE, BGID) {
-                    result = Err(e);
-                    continue;
-                }
-                let sqe = opcode::RecvMulti::new(fd, BGID)
+                let bgid = if c.big {
+                    match engine.ensure_bigring(BIG_NBUFS, BIG_BUFSIZE, BIG_BGID, BIG_WINDOW) {
+                        Ok(br) => br.refill(py),
+                        Err(e) => {
+                            result = Err(e);
+                            continue;
+                        }
+                    }
+                    BIG_BGID
+                } else {
+                    if let Err(e) = engine.ensure_bufring(NBUFS, BUFSIZE, BGID) {
+                        result = Err(e);
+                        continue;
+                    }
+                    BGID
+                };
+                let sqe = opcode::RecvMulti::new(fd, bgid)
                     .build()
-                    .user_data(token(slot, gen, KIND_RECV));
+                    .user_data(recv_token(slot, gen, c.big));
                 engine.push_side(sqe, true)?;
                 c.recv = Recv::On;
-            } else if (stop || !c.reading) && c.recv == Recv::On {
-                let sqe = opcode::AsyncCancel::new(token(slot, gen, KIND_RECV))
+                c.recv_big = c.big;
+            } else if (stop || !c.reading || c.big != c.recv_big) && c.recv == Recv::On {
+                // Stopped, or moving to the other buffer group: the final CQE
+                // re-arms (see `absorb_cqes`).
+                let sqe = opcode::AsyncCancel::new(recv_token(slot, gen, c.recv_big))
                     .build()
                     .user_data(INTERNAL_TOKEN);
                 engine.push_side(sqe, false)?;
@@ -574,7 +632,9 @@ impl LoopCore {
         }
         let available = engine.bufring.as_ref().map_or(0, |br| br.available);
         let per = inner.bufs_avg.div_ceil(16).max(1);
-        let mut budget = (available / per).max(1);
+        // A `bytes`-backed buffer serves one transport's batch (a message).
+        let big = engine.bigring.as_ref().map_or(0, |br| br.available);
+        let mut budget = (available / per + big).max(1);
         while budget > 0 {
             let Some((slot, gen)) = inner.starved.pop_front() else {
                 break;
@@ -593,6 +653,19 @@ impl LoopCore {
         }
     }
 
+    /// Buffer `bid` of a CQE whose bytes are not wanted goes back to its group.
+    fn recycle(engine: &mut crate::uring::UringEngine, big: bool, bid: u16) {
+        if big {
+            if let Some(br) = engine.bigring.as_mut() {
+                br.recycle(bid);
+            }
+        } else if let Some(br) = engine.bufring.as_mut() {
+            br.available -= 1;
+            br.give(bid);
+            br.refill();
+        }
+    }
+
     /// Turns side CQEs into actions (under the lock; no Python code runs here).
     fn absorb(
         inner: &mut Inner,
@@ -605,6 +678,14 @@ impl LoopCore {
         let batch = inner.batch;
         let mut groups: Vec<Group> = Vec::new();
         Self::absorb_cqes(inner, py, engine, cqes, actions, batch, &mut groups);
+        // `bytes`-backed buffers taken by this batch are replaced now, while the
+        // taken ones are still alive: freed only after their callbacks, they leave
+        // holes that malloc hands out again, where freeing them first merged them
+        // into the top of the heap, which malloc then trimmed (brk) and faulted in
+        // anew (2 page faults per request at 100 KiB x 100).
+        if let Some(br) = engine.bigring.as_mut() {
+            br.refill(py);
+        }
         let (bufs, bytes) = groups.iter().fold((0, 0), |(b, n), g| {
             (b + g.2.len(), n + g.2.iter().map(|s| s.1).sum::<usize>())
         });
@@ -645,11 +726,10 @@ impl LoopCore {
             let flags = c.res2 as u32;
             let bid = cqueue::buffer_select(flags);
             let res = c.res as i32;
+            let big = kind == KIND_RECV && c.token & BIG_BIT != 0;
             let Some(conn) = inner.conn(slot, gen) else {
-                if let (Some(bid), Some(br)) = (bid, engine.bufring.as_mut()) {
-                    br.available -= 1;
-                    br.give(bid);
-                    br.refill();
+                if let Some(bid) = bid {
+                    Self::recycle(engine, big, bid);
                 }
                 continue;
             };
@@ -658,7 +738,45 @@ impl LoopCore {
                     conn.recv = Recv::Off;
                 }
                 let live = !conn.released && !conn.lost;
-                if res > 0 {
+                let mut remark = false;
+                if res > 0 && live {
+                    if conn.rx_batch != batch {
+                        // The previous batch's bytes pick the buffer group.
+                        conn.rx_avg = if conn.rx_batch == 0 {
+                            conn.rx_acc
+                        } else {
+                            (conn.rx_avg * 3 + conn.rx_acc) / 4
+                        };
+                        (conn.rx_acc, conn.rx_batch) = (0, batch);
+                        let want = conn.buffered.is_none()
+                            && conn.rx_avg >= if conn.big { BIG_OFF } else { BIG_ON };
+                        if want != conn.big {
+                            conn.big = want;
+                            remark = true;
+                        }
+                    }
+                    conn.rx_acc += res as usize;
+                }
+                if res > 0 && big {
+                    let bid = bid.expect("a multishot receive CQE carries a buffer");
+                    let br = engine
+                        .bigring
+                        .as_mut()
+                        .expect("recv CQE without a buffer ring");
+                    if live {
+                        // The kernel received straight into this `bytes`.
+                        if let Some(obj) = br.take(py, bid, res as usize) {
+                            if !conn.reading || !conn.backlog.is_empty() {
+                                conn.backlog.extend_from_slice(obj.as_bytes(py));
+                            } else {
+                                conn.data_batch = batch;
+                                actions.push(Action::Data(slot, gen, Payload::Obj(obj)));
+                            }
+                        }
+                    } else {
+                        br.recycle(bid);
+                    }
+                } else if res > 0 {
                     let br = engine
                         .bufring
                         .as_mut()
@@ -699,10 +817,8 @@ impl LoopCore {
                         br.refill();
                     }
                 } else {
-                    if let (Some(bid), Some(br)) = (bid, engine.bufring.as_mut()) {
-                        br.available -= 1;
-                        br.give(bid);
-                        br.refill();
+                    if let Some(bid) = bid {
+                        Self::recycle(engine, big, bid);
                     }
                     let deferred = conn.data_batch == batch;
                     let mut starved = false;
@@ -719,8 +835,11 @@ impl LoopCore {
                         libc::ENOBUFS => {
                             // The provided window ran dry: widen it (up to its cap)
                             // and wait for buffers (see `unstarve`).
-                            if let Some(br) = engine.bufring.as_mut() {
-                                br.grow();
+                            // (The `bytes`-backed window is fixed.)
+                            if !big {
+                                if let Some(br) = engine.bufring.as_mut() {
+                                    br.grow();
+                                }
                             }
                             if live && !conn.starved {
                                 conn.starved = true;
@@ -743,7 +862,7 @@ impl LoopCore {
                         inner.starved.push_back((slot, gen));
                     }
                 }
-                if !c.more {
+                if !c.more || remark {
                     inner.mark(slot);
                 }
             } else {
@@ -809,7 +928,7 @@ impl LoopCore {
                     }
                     if !c.reading || !c.backlog.is_empty() {
                         // Paused by an earlier callback of this batch: keep the bytes.
-                        payload.append_to(ring.as_ref(), &mut c.backlog);
+                        payload.append_to(ring.as_ref(), py, &mut c.backlog);
                         return Ok(());
                     }
                     (
@@ -986,7 +1105,7 @@ impl LoopCore {
                 .map(drop)
         };
         if let Some((get_buffer, buffer_updated)) = buffered {
-            let data = payload.into_vec(ring);
+            let data = payload.into_vec(ring, py);
             let mut off = 0;
             while off < data.len() {
                 let buf = match get_buffer.bind(py).call1((-1,)) {
@@ -1035,6 +1154,7 @@ impl LoopCore {
         };
         let arg = match payload {
             Payload::Raw(v) => PyBytes::new(py, &v).unbind(),
+            Payload::Obj(o) => o,
             Payload::Segs(segs) => {
                 let made = with_bufring(ring, |br| br.map(|br| bytes_from_segs(py, br, &segs)));
                 match made {
@@ -1159,7 +1279,7 @@ impl LoopCore {
                 let mut driver = pydriver.driver();
                 driver.check_open()?;
                 driver.check_caller(py)?;
-                let flush_err = Self::flush(&mut inner, &mut driver.engine).err();
+                let flush_err = Self::flush(&mut inner, py, &mut driver.engine).err();
                 // A loop-bound Watcher's own wait may have reaped for us meanwhile.
                 let block = block && !driver.engine.has_backlog();
                 let tokens = if ops.is_empty() {
@@ -1317,7 +1437,7 @@ impl LoopCore {
                 match a {
                     Action::Data(slot, gen, p) => {
                         if let Some(c) = inner.conn(slot, gen) {
-                            p.append_to(ring.as_ref(), &mut c.backlog);
+                            p.append_to(ring.as_ref(), py, &mut c.backlog);
                             inner.resumed.push(slot);
                         } else {
                             p.discard(ring.as_ref());
@@ -1385,6 +1505,11 @@ impl LoopCore {
             group_batch: 0,
             group: 0,
             starved: false,
+            rx_acc: 0,
+            rx_batch: 0,
+            rx_avg: 0,
+            big: false,
+            recv_big: false,
             high: 64 * 1024,
             low: 16 * 1024,
             dirty: false,
@@ -1571,7 +1696,8 @@ impl LoopCore {
         if driver.is_closed() || driver.check_caller(py).is_err() {
             return Ok(());
         }
-        Self::flush(&mut inner, &mut driver.engine).map_err(|e| errors::io_error(py, &e, None))?;
+        Self::flush(&mut inner, py, &mut driver.engine)
+            .map_err(|e| errors::io_error(py, &e, None))?;
         let n = driver.engine.sq_pending();
         if n > 0 {
             let fd = driver.engine.ring_fd();
@@ -1633,6 +1759,29 @@ impl LoopCore {
     fn buffer_window(&self, py: Python<'_>) -> usize {
         let ring = self.lock().ring.as_ref().map(|r| r.clone_ref(py));
         with_bufring(ring.as_ref(), |br| br.map_or(0, |br| br.target()))
+    }
+
+    /// Transports whose armed receive takes `bytes`-backed buffers (tests).
+    #[getter]
+    fn big_receives(&self) -> usize {
+        let inner = self.lock();
+        inner
+            .conns
+            .iter()
+            .flatten()
+            .filter(|c| c.recv == Recv::On && c.recv_big)
+            .count()
+    }
+
+    /// `bytes`-backed buffers provided at a time (tests; 0 before the first
+    /// large receive).
+    #[getter]
+    fn big_window(&self, py: Python<'_>) -> usize {
+        let ring = self.lock().ring.as_ref().map(|r| r.clone_ref(py));
+        let Some(ring) = ring else { return 0 };
+        let pydriver = ring.get().inner();
+        let driver = pydriver.driver();
+        driver.engine.bigring.as_ref().map_or(0, |br| br.window())
     }
 
     /// Transports waiting for buffers to re-arm their receive (tests).

@@ -957,3 +957,97 @@ def test_a_reply_sent_does_not_cost_a_loop_iteration(loop, run):
     selects = run(main())
     # Connection set-up, the subprocess's own pipes and the close add a few dozen.
     assert selects < 1.3 * rounds, selects
+
+
+def test_large_receives_go_straight_into_bytes(loop, run):
+    """A transport that receives large messages moves to the `bytes`-backed buffer
+    group (the kernel receives into the `bytes` that data_received gets, at most
+    128 KiB each) and back to the pool when its messages get small again. Every
+    byte arrives, in order, across both moves and across a pause in the middle."""
+    big_max = 128 * 1024 - 256
+
+    async def main():
+        proto, cli = await _pair(loop)
+        core = loop._selector._core
+        sizes: list[int] = []
+        proto.on_data = lambda d: sizes.append(len(d))
+        sent = bytearray()
+
+        async def send(msg: bytes) -> None:
+            sent.extend(msg)
+            await loop.sock_sendall(cli, msg)
+            while len(proto.data) < len(sent):
+                await asyncio.sleep(0.001)
+
+        assert core.big_receives == 0
+        for i in range(6):
+            await send(_pattern(100_000 + i))
+        assert core.big_receives == 1
+        assert core.big_window == 4
+        sizes.clear()
+        for i in range(4):
+            await send(_pattern(300_000 + i))
+        assert max(sizes) <= big_max < 300_000  # one bytes per buffer
+        # Paused while large messages keep coming: kept, then delivered in order.
+        proto.transport.pause_reading()
+        msg = _pattern(250_000)
+        sent.extend(msg)
+        await loop.sock_sendall(cli, msg)
+        await asyncio.sleep(0.05)
+        assert len(proto.data) < len(sent)
+        proto.transport.resume_reading()
+        while len(proto.data) < len(sent):
+            await asyncio.sleep(0.001)
+        for _ in range(30):  # the moving average decays by 1/4 per message
+            await send(b"y" * 700)
+        assert core.big_receives == 0
+        assert bytes(proto.data) == bytes(sent)
+        for _ in range(200):
+            if core.buffers_out == 0:
+                break
+            await asyncio.sleep(0.005)
+        assert core.buffers_out == 0
+        proto.transport.close()
+        cli.close()
+
+    run(main(), timeout=30)
+
+
+def test_buffered_protocol_keeps_the_pool_for_large_receives(loop, run):
+    """A BufferedProtocol copies into its own buffer anyway: its transport never
+    takes the `bytes`-backed group, and large messages arrive intact."""
+
+    class Buffered(asyncio.BufferedProtocol):
+        def __init__(self) -> None:
+            self.buf = bytearray(64 * 1024)
+            self.data = bytearray()
+            self.transport = None
+
+        def connection_made(self, transport):
+            self.transport = transport
+
+        def get_buffer(self, sizehint):
+            return self.buf
+
+        def buffer_updated(self, nbytes):
+            self.data += self.buf[:nbytes]
+
+        def connection_lost(self, exc):
+            pass
+
+    async def main():
+        proto, cli = await _pair(loop, Buffered)
+        core = loop._selector._core
+        sent = bytearray()
+        for i in range(6):
+            msg = _pattern(150_000 + i)
+            sent.extend(msg)
+            await loop.sock_sendall(cli, msg)
+            while len(proto.data) < len(sent):
+                await asyncio.sleep(0.001)
+        assert core.big_receives == 0
+        assert bytes(proto.data) == bytes(sent)
+        proto.transport.close()
+        cli.close()
+
+    run(main(), timeout=30)
