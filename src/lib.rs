@@ -57,6 +57,12 @@ fn fs_type(py: Python<'_>, fd: i32) -> PyResult<i64> {
     Ok(st.f_type as i64)
 }
 
+/// io_uring_enter calls the process made through ringio's wait path (tests).
+#[pyfunction]
+fn _enter_count() -> u64 {
+    uring::enter_count()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -73,6 +79,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fastpath::pread_nowait, m)?)?;
     m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
     m.add_function(wrap_pyfunction!(fs_type, m)?)?;
+    m.add_function(wrap_pyfunction!(_enter_count, m)?)?;
     m.add(
         "PartialSubmitError",
         py.get_type::<errors::PartialSubmitError>(),

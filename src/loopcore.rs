@@ -33,7 +33,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyTuple, PyWeakrefReference};
 
 use crate::buffers::View;
-use crate::engine::{Engine, RawCompletion, Submitted};
+use crate::engine::{RawCompletion, Submitted};
 use crate::errors;
 use crate::net::bufring::BufRing;
 use crate::op::{Completion, Op};
@@ -1323,7 +1323,7 @@ impl LoopCore {
                 if !driver.is_closed() {
                     driver
                         .engine
-                        .reap_now(&mut raw, usize::MAX)
+                        .reap_after_enter(&mut raw, usize::MAX)
                         .map_err(|e| errors::io_error(py, &e, None))?;
                 }
                 let mut side = std::mem::take(&mut self.lock().pending);

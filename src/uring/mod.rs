@@ -300,12 +300,41 @@ impl UringEngine {
         out
     }
 
+    /// `reap_now` right after the caller's own `io_uring_enter` with GETEVENTS (the
+    /// loop's select): enters the kernel again only if task work was queued since.
+    /// (Entering unconditionally was one more syscall per loop iteration.)
+    pub(crate) fn reap_after_enter(
+        &mut self,
+        out: &mut Vec<RawCompletion>,
+        max: usize,
+    ) -> io::Result<()> {
+        self.reap_held_then_kernel(out, max, true)
+    }
+
+    fn reap_held_then_kernel(
+        &mut self,
+        out: &mut Vec<RawCompletion>,
+        max: usize,
+        entered: bool,
+    ) -> io::Result<()> {
+        let mut max = max;
+        if !self.held.is_empty() {
+            let n = self.held.len().min(max);
+            out.extend(self.held.drain(..n));
+            max -= n;
+            if max == 0 {
+                return Ok(());
+            }
+        }
+        self.reap_kernel(out, max, entered)
+    }
+
     /// Submits what is queued and posts what the kernel has (DEFER_TASKRUN task
     /// work), without waiting; the Driver's CQEs are held for the next `reap_now`.
     /// A loop-bound Watcher's own poll and wait use it.
     pub(crate) fn reap_aside(&mut self) -> io::Result<()> {
         let mut out = Vec::new();
-        self.reap_kernel(&mut out, usize::MAX)?;
+        self.reap_kernel(&mut out, usize::MAX, false)?;
         self.held.append(&mut out);
         Ok(())
     }
@@ -334,9 +363,24 @@ impl UringEngine {
 
     /// What the kernel has: runs DEFER_TASKRUN task work (or flushes an overflowed
     /// CQ), then drains the CQ (the loop core's and Watchers' CQEs set aside).
-    fn reap_kernel(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> io::Result<()> {
+    ///
+    /// `entered`: the caller's own GETEVENTS enter just ran the task work, so the
+    /// kernel is entered again only for work queued since (it sets
+    /// IORING_SQ_TASKRUN when it queues some) or an overflowed CQ.
+    fn reap_kernel(
+        &mut self,
+        out: &mut Vec<RawCompletion>,
+        max: usize,
+        entered: bool,
+    ) -> io::Result<()> {
         if self.setup.defer_taskrun {
-            self.run_deferred()?;
+            let pending = {
+                let sq = self.ring_mut()?.submission();
+                sq.taskrun() || sq.cq_overflow()
+            };
+            if !entered || pending {
+                self.run_deferred()?;
+            }
         } else if self.ring_mut()?.submission().cq_overflow() {
             self.get_events()?;
         }
@@ -706,6 +750,14 @@ pub(crate) fn enter_nowait(ring_fd: RawFd, to_submit: u32, flags: u32) -> io::Re
     }
 }
 
+/// io_uring_enter calls made through `enter` by this process (tests: the loop's
+/// select should enter the kernel once per iteration).
+static ENTERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub(crate) fn enter_count() -> u64 {
+    ENTERS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub(crate) fn enter(
     ring_fd: RawFd,
     to_submit: u32,
@@ -733,6 +785,7 @@ pub(crate) fn enter(
             .as_ref()
             .map_or(0, |t| t as *const types::Timespec as u64),
     };
+    ENTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: `arg` and the timespec it points to outlive the call; the kernel reads
     // exactly size_of::<GeteventsArg>() bytes, as EXT_ARG specifies.
     let rc = unsafe {
@@ -833,16 +886,7 @@ impl Engine for UringEngine {
     }
 
     fn reap_now(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> io::Result<()> {
-        let mut max = max;
-        if !self.held.is_empty() {
-            let n = self.held.len().min(max);
-            out.extend(self.held.drain(..n));
-            max -= n;
-            if max == 0 {
-                return Ok(());
-            }
-        }
-        self.reap_kernel(out, max)
+        self.reap_held_then_kernel(out, max, false)
     }
 
     fn notify_fd(&self) -> RawFd {
