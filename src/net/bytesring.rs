@@ -103,7 +103,7 @@ impl BytesRing {
         })
     }
 
-    /// Tops the ring up to its target with new `bytes` objects. Stops early (and
+    /// Tops the ring up to its window with new `bytes` objects. Stops early (and
     /// clears the error) when memory runs out: the kernel then reports ENOBUFS.
     pub fn refill(&mut self, py: Python<'_>) {
         let before = self.available;
