@@ -772,6 +772,12 @@ impl LoopCore {
                                 conn.data_batch = batch;
                                 actions.push(Action::Data(slot, gen, Payload::Obj(obj)));
                             }
+                        } else {
+                            // No memory to shrink it: those bytes are gone, so the
+                            // stream cannot go on; say so (a fatal ENOMEM) rather than
+                            // deliver the stream with a hole in it.
+                            conn.recv_done = true;
+                            actions.push(Action::ReadErr(slot, gen, libc::ENOMEM));
                         }
                     } else {
                         br.recycle(bid);

@@ -140,7 +140,8 @@ impl BytesRing {
 
     /// Takes the `bytes` of buffer `bid`, which the kernel filled with `n` bytes and
     /// handed back with a CQE, shrunk to those `n` bytes. None: no memory to shrink
-    /// it (the data is lost, as with a MemoryError in asyncio's recv).
+    /// it (CPython then frees it, data included: the loop core fails the transport
+    /// with ENOMEM rather than go on with a hole in the stream).
     pub fn take(&mut self, py: Python<'_>, bid: u16, n: usize) -> Option<Py<PyBytes>> {
         self.available -= 1;
         let obj = self.objs.get_mut(bid as usize)?.take()?;
