@@ -65,14 +65,103 @@ fn mmap_anon(bytes: usize) -> io::Result<*mut u8> {
     Ok(p.cast())
 }
 
-pub struct BufRing {
-    pub mem: Arc<PoolMem>,
+/// The ring of entries the kernel takes provided buffers from: a page-aligned,
+/// zeroed mapping of `nbufs` `BufRingEntry`s, written only through `&mut self`. The
+/// kernel reads the entries between its head and the published tail; an entry is
+/// pushed past the published tail and becomes visible with `publish`.
+pub struct EntryRing {
     ring: *mut BufRingEntry,
     ring_bytes: usize,
+    nbufs: u16,
+    tail: u16,
+}
+
+// SAFETY: the mapping is only written through `&mut self` and read by the kernel;
+// the struct moves between threads only together with its owner's ring.
+unsafe impl Send for EntryRing {}
+// SAFETY: no `&self` method writes through the raw pointer.
+unsafe impl Sync for EntryRing {}
+
+impl EntryRing {
+    /// Maps a ring of `nbufs` entries (a power of two, <= 32768).
+    pub fn new(nbufs: u16) -> io::Result<Self> {
+        assert!(nbufs.is_power_of_two() && nbufs <= 32768);
+        let page = 4096;
+        let ring_bytes =
+            (nbufs as usize * std::mem::size_of::<BufRingEntry>()).div_ceil(page) * page;
+        let ring = mmap_anon(ring_bytes)?.cast::<BufRingEntry>();
+        Ok(Self {
+            ring,
+            ring_bytes,
+            nbufs,
+            tail: 0,
+        })
+    }
+
+    /// Registers the ring with `ring` as buffer group `bgid`.
+    pub fn register(&self, ring: &IoUring, bgid: u16) -> io::Result<()> {
+        // SAFETY: `self.ring` is a page-aligned, zeroed mapping of nbufs entries that
+        // stays mapped until Drop, which the owners run after unregistering it or
+        // after the ring fd is closed, as the crate's contract requires.
+        unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(self.ring as u64, self.nbufs, bgid, 0)
+        }
+    }
+
+    /// Puts a buffer (`addr`, `len` bytes, id `bid`) at the tail; the kernel sees it
+    /// after `publish`.
+    pub fn push(&mut self, addr: u64, len: u32, bid: u16) {
+        let idx = (self.tail & (self.nbufs - 1)) as usize;
+        // SAFETY: idx < nbufs, so the entry lies inside the ring mapping; the kernel
+        // only reads entries between its head and the published tail, and this one
+        // is past the published tail until `publish`.
+        let entry = unsafe { &mut *self.ring.add(idx) };
+        entry.set_addr(addr);
+        entry.set_len(len);
+        entry.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Makes every pushed entry visible to the kernel.
+    pub fn publish(&mut self) {
+        // SAFETY: `self.ring` is the first entry of the registered ring, so the tail
+        // field is the `resv` field of entry 0, a properly aligned u16 that lives as
+        // long as the mapping; the release store orders the entry writes before it.
+        unsafe {
+            let tail = BufRingEntry::tail(self.ring) as *mut u16;
+            AtomicU16::from_ptr(tail).store(self.tail, Ordering::Release);
+        }
+    }
+
+    /// The buffer ids of the `n` entries before the tail (tests).
+    #[cfg(test)]
+    fn last_bids(&self, n: u16) -> Vec<u16> {
+        (0..n)
+            .map(|i| {
+                let idx = (self.tail.wrapping_sub(n).wrapping_add(i) & (self.nbufs - 1)) as usize;
+                // SAFETY: idx < nbufs, inside the ring mapping; nothing else writes it here.
+                unsafe { (*self.ring.add(idx)).bid() }
+            })
+            .collect()
+    }
+}
+
+impl Drop for EntryRing {
+    fn drop(&mut self) {
+        // SAFETY: the mapping came from `mmap_anon(ring_bytes)`; its owner drops it
+        // only after unregistering it or closing the ring, so the kernel no longer
+        // reads it.
+        unsafe { libc::munmap(self.ring.cast(), self.ring_bytes) };
+    }
+}
+
+pub struct BufRing {
+    pub mem: Arc<PoolMem>,
+    entries: EntryRing,
     pub bufsize: usize,
     pub nbufs: u16,
     pub bgid: u16,
-    tail: u16,
     /// Buffers currently in the ring (the kernel may pick them).
     pub available: usize,
     /// Buffers neither in the ring nor in use, the most recently returned last. The
@@ -91,25 +180,13 @@ pub struct BufRing {
 /// Buffers a new ring provides before the kernel first runs out of them.
 const INITIAL_TARGET: usize = 8;
 
-// SAFETY: the ring memory is only touched through `&mut self` (pushes) and by the
-// kernel; the struct moves between threads only together with its watcher.
-unsafe impl Send for BufRing {}
-// SAFETY: no `&self` method writes through the raw pointers.
-unsafe impl Sync for BufRing {}
-
 impl BufRing {
     /// Maps `nbufs` (a power of two, <= 32768) buffers of `bufsize` bytes and
     /// registers them with `ring` as group `bgid`; the first `INITIAL_TARGET` of
     /// them are provided, the rest wait as spares.
     pub fn new(ring: &IoUring, nbufs: u16, bufsize: usize, bgid: u16) -> io::Result<Self> {
         let mut this = Self::unregistered(nbufs, bufsize, bgid)?;
-        // SAFETY: `this.ring` is a page-aligned, zeroed mapping of nbufs entries that
-        // stays mapped until Drop, which happens after unregister (or after the ring
-        // fd is closed), as the crate's contract requires.
-        unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(this.ring as u64, nbufs, bgid, 0)?;
-        }
+        this.entries.register(ring, bgid)?;
         this.registered = true;
         this.refill();
         Ok(this)
@@ -118,25 +195,19 @@ impl BufRing {
     /// The memory and the entry ring, not yet shared with a kernel ring (pure
     /// userspace: what the unit tests run under Miri).
     fn unregistered(nbufs: u16, bufsize: usize, bgid: u16) -> io::Result<Self> {
-        assert!(nbufs.is_power_of_two() && nbufs <= 32768);
+        let entries = EntryRing::new(nbufs)?;
         let data_bytes = bufsize * nbufs as usize;
         let base = mmap_anon(data_bytes)?;
         let mem = Arc::new(PoolMem {
             base,
             bytes: data_bytes,
         });
-        let page = 4096;
-        let ring_bytes =
-            (nbufs as usize * std::mem::size_of::<BufRingEntry>()).div_ceil(page) * page;
-        let ring_ptr = mmap_anon(ring_bytes)?.cast::<BufRingEntry>();
         let this = Self {
             mem,
-            ring: ring_ptr,
-            ring_bytes,
+            entries,
             bufsize,
             nbufs,
             bgid,
-            tail: 0,
             available: 0,
             spare: (0..nbufs).rev().collect(),
             target: INITIAL_TARGET.min(nbufs as usize),
@@ -193,27 +264,14 @@ impl BufRing {
     /// Puts buffer `bid` at the tail (visible to the kernel after `publish`).
     fn push(&mut self, bid: u16) {
         debug_assert!(bid < self.nbufs);
-        let idx = (self.tail & (self.nbufs - 1)) as usize;
-        // SAFETY: idx < nbufs, so the entry lies inside the ring mapping; the kernel
-        // only reads entries between its head and the published tail, and this one
-        // is past the published tail until `publish`.
-        let entry = unsafe { &mut *self.ring.add(idx) };
-        entry.set_addr(self.mem.ptr(bid as usize * self.bufsize) as u64);
-        entry.set_len(self.bufsize as u32);
-        entry.set_bid(bid);
-        self.tail = self.tail.wrapping_add(1);
+        let addr = self.mem.ptr(bid as usize * self.bufsize) as u64;
+        self.entries.push(addr, self.bufsize as u32, bid);
         self.available += 1;
     }
 
     /// Makes every pushed entry visible to the kernel.
     fn publish(&mut self) {
-        // SAFETY: `self.ring` is the first entry of the registered ring, so the tail
-        // field is the `resv` field of entry 0, a properly aligned u16 that lives as
-        // long as the mapping; the release store orders the entry writes before it.
-        unsafe {
-            let tail = BufRingEntry::tail(self.ring) as *mut u16;
-            AtomicU16::from_ptr(tail).store(self.tail, Ordering::Release);
-        }
+        self.entries.publish();
     }
 
     pub fn buffer(&self, bid: u16) -> usize {
@@ -228,29 +286,13 @@ impl BufRing {
     }
 }
 
-impl Drop for BufRing {
-    fn drop(&mut self) {
-        // SAFETY: the mapping came from `mmap_anon(ring_bytes)`; the watcher drops the
-        // BufRing only after unregistering it or closing the ring, so the kernel no
-        // longer reads it.
-        unsafe { libc::munmap(self.ring.cast(), self.ring_bytes) };
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// The ring entries from the kernel's head (0, nothing consumed) to our tail.
     fn provided(r: &BufRing) -> Vec<u16> {
-        (0..r.available as u16)
-            .map(|i| {
-                let idx = (r.tail.wrapping_sub(r.available as u16).wrapping_add(i) & (r.nbufs - 1))
-                    as usize;
-                // SAFETY: idx < nbufs, inside the ring mapping; nothing else writes it here.
-                unsafe { (*r.ring.add(idx)).bid() }
-            })
-            .collect()
+        r.entries.last_bids(r.available as u16)
     }
 
     #[test]

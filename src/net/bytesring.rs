@@ -10,12 +10,12 @@
 //! CQE has been handled; the ring holds the only reference.
 
 use std::io;
-use std::sync::atomic::{AtomicU16, Ordering};
 
-use io_uring::types::BufRingEntry;
 use io_uring::IoUring;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+
+use super::bufring::EntryRing;
 
 extern "C" {
     // Not in the limited API, but exported by every CPython 3 (and documented):
@@ -27,11 +27,8 @@ extern "C" {
 }
 
 pub struct BytesRing {
-    ring: *mut BufRingEntry,
-    ring_bytes: usize,
-    nbufs: u16,
+    entries: EntryRing,
     pub bufsize: usize,
-    tail: u16,
     /// The `bytes` behind each buffer id, while it is in the ring (or handed out by
     /// the kernel and not yet taken).
     objs: Vec<Option<Py<PyBytes>>>,
@@ -43,11 +40,11 @@ pub struct BytesRing {
     window: usize,
 }
 
-// SAFETY: the entry ring is only written through `&mut self` and read by the kernel;
-// the objects are only touched with the GIL held (refill/take take a `Python`
-// token); the struct moves between threads only together with its engine.
+// SAFETY: the objects are only touched with the GIL held (refill/take take a
+// `Python` token); the entry ring is Send itself; the struct moves between threads
+// only together with its engine.
 unsafe impl Send for BytesRing {}
-// SAFETY: no `&self` method writes through the raw pointer or touches the objects.
+// SAFETY: no `&self` method touches the objects or writes the entry ring.
 unsafe impl Sync for BytesRing {}
 
 impl BytesRing {
@@ -61,41 +58,14 @@ impl BytesRing {
         window: usize,
     ) -> io::Result<Self> {
         let this = Self::unregistered(nbufs, bufsize, window)?;
-        // SAFETY: `this.ring` is a page-aligned, zeroed mapping of nbufs entries that
-        // stays mapped until Drop, which happens after unregister (or after the ring
-        // fd is closed: the engine drops this after its ring).
-        unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(this.ring as u64, nbufs, bgid, 0)?;
-        }
+        this.entries.register(ring, bgid)?;
         Ok(this)
     }
 
     fn unregistered(nbufs: u16, bufsize: usize, window: usize) -> io::Result<Self> {
-        assert!(nbufs.is_power_of_two() && nbufs <= 32768);
-        let page = 4096;
-        let ring_bytes =
-            (nbufs as usize * std::mem::size_of::<BufRingEntry>()).div_ceil(page) * page;
-        // SAFETY: an anonymous private mapping with no address hint; checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ring_bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
         Ok(Self {
-            ring: p.cast(),
-            ring_bytes,
-            nbufs,
+            entries: EntryRing::new(nbufs)?,
             bufsize,
-            tail: 0,
             objs: (0..nbufs).map(|_| None).collect(),
             free: (0..nbufs).rev().collect(),
             available: 0,
@@ -176,34 +146,11 @@ impl BytesRing {
     }
 
     fn push(&mut self, bid: u16, addr: u64) {
-        let idx = (self.tail & (self.nbufs - 1)) as usize;
-        // SAFETY: idx < nbufs, so the entry lies inside the ring mapping; the kernel
-        // only reads entries between its head and the published tail, and this one
-        // is past the published tail until `publish`.
-        let entry = unsafe { &mut *self.ring.add(idx) };
-        entry.set_addr(addr);
-        entry.set_len(self.bufsize as u32);
-        entry.set_bid(bid);
-        self.tail = self.tail.wrapping_add(1);
+        self.entries.push(addr, self.bufsize as u32, bid);
         self.available += 1;
     }
 
     fn publish(&mut self) {
-        // SAFETY: `self.ring` is the first entry of the registered ring, so the tail
-        // field is the `resv` field of entry 0, a properly aligned u16 that lives as
-        // long as the mapping; the release store orders the entry writes before it.
-        unsafe {
-            let tail = BufRingEntry::tail(self.ring) as *mut u16;
-            AtomicU16::from_ptr(tail).store(self.tail, Ordering::Release);
-        }
-    }
-}
-
-impl Drop for BytesRing {
-    fn drop(&mut self) {
-        // SAFETY: the mapping came from mmap(ring_bytes) in `unregistered`; the engine
-        // drops this after closing its ring, so the kernel no longer reads it (nor
-        // writes the objects, dropped with `objs` after this).
-        unsafe { libc::munmap(self.ring.cast(), self.ring_bytes) };
+        self.entries.publish();
     }
 }
