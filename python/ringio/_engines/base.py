@@ -240,6 +240,7 @@ class FileEngine(abc.ABC):
         # each lane's next read from the completion itself (``many.ManyReads``).
         results: list[Any] = [b"" if out is None else 0] * len(offs)
         in_place = reads_in_place(out, n, offs, align)
+        a = align[0] if align else 0
         todo = iter(range(len(offs)))
 
         async def lane() -> None:
@@ -249,7 +250,7 @@ class FileEngine(abc.ABC):
                     assert out is not None
                     results[i] = await self.pread(fd, out[i * n : i * n + n], offs[i], hint)
                 else:
-                    start, length, skip = read_span(offs[i], n, align)
+                    start, length, skip = read_span(offs[i], n, a)
                     got = await self.pread(fd, mv[:length], start, hint)
                     deliver(results, i, got - skip, n, mv, skip, out)
 

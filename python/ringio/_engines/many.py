@@ -117,12 +117,12 @@ def lane_buffer(n: int, align: tuple[int, int] | None) -> Any:
     return _core.AlignedBuffer(-(-n // a) * a + a, max(align))
 
 
-def read_span(offset: int, n: int, align: tuple[int, int] | None) -> tuple[int, int, int]:
-    """(start, length, skip): the read that covers `n` bytes at `offset`, and where
-    those bytes begin in it."""
-    if align is None:
+def read_span(offset: int, n: int, a: int) -> tuple[int, int, int]:
+    """(start, length, skip): the read of whole `a`-byte blocks (O_DIRECT's offset
+    alignment; 0 for none) that covers `n` bytes at `offset`, and where those bytes
+    begin in it."""
+    if not a:
         return offset, n, 0
-    a = align[0]
     start = offset - offset % a
     return start, -(-(offset + n) // a) * a - start, offset - start
 
@@ -207,6 +207,8 @@ class Lane:
             start = offset
             view = many.out[i * n : i * n + n]
         elif many.align:
+            # read_span(offset, n, a), inlined: the call cost 4 % of a read's
+            # instructions (20.8k -> 21.7k, callgrind).
             a = many.align
             mv = self._mv
             start = offset - offset % a
