@@ -143,6 +143,12 @@ class FileEngine(abc.ABC):
         # The engine's own NowaitHint per fd, for callers that pass none.
         self._fd_hints: dict[int, NowaitHint] = {}
 
+    def _check_open(self) -> None:
+        # Paths that never reach a proactor or the pool (inline reads, argument
+        # checks before a call) must say so themselves.
+        if self.closed:
+            raise ValueError("I/O operation on closed engine")
+
     # -- per-fd knowledge ---------------------------------------------------------
     def nowait_hint(self, fd: int) -> NowaitHint:
         """The hint a read uses when its caller passes none (raw engine users;
@@ -208,8 +214,7 @@ class FileEngine(abc.ABC):
         and the bytes asked for are cut out of it. The first error is raised and
         the reads in flight are cancelled (see ``ringio._engines.many``)."""
         offs = check_many(n, offsets, depth)
-        if self.closed:
-            raise ValueError("I/O operation on closed engine")
+        self._check_open()
         return await self._read_many(fd, n, offs, None, hint, depth, align)
 
     async def preadinto_many(
@@ -223,8 +228,7 @@ class FileEngine(abc.ABC):
         offs = check_many(0, offsets, depth)
         out, n = split_target(buffer, len(offs))
         try:
-            if self.closed:
-                raise ValueError("I/O operation on closed engine")
+            self._check_open()
             return await self._read_many(fd, n, offs, out, hint, depth, align)
         finally:
             # The caller's buffer is exported only as long as reads in flight hold
@@ -352,8 +356,7 @@ class FileEngine(abc.ABC):
         return await asyncio.wrap_future(cf, loop=self.loop)
 
     def _fallback_pool(self) -> concurrent.futures.ThreadPoolExecutor:
-        if self.closed:
-            raise ValueError("I/O operation on closed engine")
+        self._check_open()
         with self._pool_lock:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(

@@ -62,11 +62,6 @@ class KernelEngine(FileEngine):
             proactor = Proactor(queue, weakref.proxy(loop), cancellable=cancellable)
         self._proactor = proactor
 
-    def _check_open(self) -> None:
-        # The inline paths never reach the proactor, which would say so itself.
-        if self.closed:
-            raise ValueError("I/O operation on closed engine")
-
     def _start(self, op: _core.Op, outcome: Outcome | None) -> asyncio.Future:
         """Queues `op` (its `data` is a new future) and returns that future. The
         caller awaits it and calls `self._proactor.abandon(op)` if the await raises:
@@ -123,7 +118,7 @@ class KernelEngine(FileEngine):
         self, fd: int, n: int, offs: list[int], out: memoryview | None,
         hint: NowaitHint | None, depth: int, align: tuple[int, int] | None,
     ) -> list[Any]:
-        if (hint is None or not hint.queue_reads) and not self._queue_reads_correct(fd, hint):
+        if not self._queue_reads_correct(fd, hint):
             return await super()._read_many(fd, n, offs, out, hint, depth, align)
         results: list[Any] = [b"" if out is None else 0] * len(offs)
         todo: Sequence[int] = range(len(offs))
