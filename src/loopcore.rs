@@ -358,14 +358,9 @@ impl Payload {
     fn into_vec(self, ring: Option<&Py<Ring>>, py: Python<'_>) -> Vec<u8> {
         match self {
             Payload::Raw(v) => v,
-            Payload::Obj(o) => o.as_bytes(py).to_vec(),
-            Payload::Segs(segs) => {
+            other => {
                 let mut out = Vec::new();
-                with_bufring(ring, |br| {
-                    if let Some(br) = br {
-                        extend_from_segs(br, &segs, &mut out);
-                    }
-                });
+                other.append_to(ring, py, &mut out);
                 out
             }
         }
