@@ -104,6 +104,17 @@ async def _recv_exactly(loop, sock, n):
     return bytes(out)
 
 
+async def _received_in_full(protos, data, aborted) -> None:
+    """Waits until each Recorder not in `aborted` has received its whole message,
+    and checks the bytes (none lost, reordered or duplicated)."""
+    for p, d in zip(protos, data, strict=True):
+        if p in aborted:
+            continue
+        while len(p.data) < len(d):
+            await asyncio.sleep(0.005)
+        assert bytes(p.data) == d
+
+
 async def _recv_to_eof(loop, sock):
     out = bytearray()
     while True:
@@ -812,12 +823,7 @@ def test_provided_buffers_go_back_whatever_happens_to_the_batch(loop, run):
             p.on_data = None
         for p in paused:
             p.transport.resume_reading()
-        for p, d in zip(protos, data, strict=True):
-            if p in aborted:
-                continue
-            while len(p.data) < len(d):
-                await asyncio.sleep(0.005)
-            assert bytes(p.data) == d
+        await _received_in_full(protos, data, aborted)
         for _ in range(200):
             if core.buffers_out == 0:
                 break
@@ -875,12 +881,7 @@ def test_starved_receives_are_served_in_turn(loop, run):
         for p in paused:
             assert not p.transport.is_reading()
             p.transport.resume_reading()
-        for p, d in zip(protos, data, strict=True):
-            if p in aborted:
-                continue
-            while len(p.data) < len(d):
-                await asyncio.sleep(0.005)
-            assert bytes(p.data) == d
+        await _received_in_full(protos, data, aborted)
         for t in rest:
             try:
                 await t
