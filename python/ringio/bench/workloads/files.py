@@ -228,11 +228,9 @@ def run(options: Options) -> WorkloadResult:
     # And ringio.open's batch reads, which keep the depth with no task per slot:
     # preadinto_many straight into one aligned buffer (fio reads into its own
     # buffers too) on both loops, pread_many (bytes out) on ringio's.
-    for n in ringio_names:
-        if n == "ringio[uring]":
-            into = n.replace("ringio[", "ringio.open[") + ".preadinto_many"
-            direct_names += [into, into + LOOP_SUFFIX]
-            direct_names += [n.replace("ringio[", "ringio.open[") + ".pread_many" + LOOP_SUFFIX]
+    if "ringio[uring]" in ringio_names:
+        into = "ringio.open[uring].preadinto_many"
+        direct_names += [into, into + LOOP_SUFFIX, "ringio.open[uring].pread_many" + LOOP_SUFFIX]
     for c in direct_names:
         spec = {"kind": "rand_read", "path": data["rand"], "block": 4096, "direct": True,
                 "ops": scale.direct_ops, "depths": list(scale.direct_depths)}  # fmt: skip
