@@ -23,11 +23,14 @@
 
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, types};
-use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
+use pyo3::exceptions::{
+    PyKeyboardInterrupt, PyMemoryError, PyRuntimeError, PySystemExit, PyTypeError,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyTuple, PyWeakrefReference};
@@ -293,6 +296,43 @@ enum Payload {
 /// (buffer id, length) of each receive, in order).
 type Group = (u32, usize, Vec<(u16, usize)>);
 
+/// How many of the next `bytes` objects for received data are not made, as though
+/// memory had run out (tests: `_core._fail_receive_allocations`). Out of memory is
+/// otherwise next to impossible to reach on purpose, and each of those paths must
+/// fail the transport rather than deliver a stream with a hole in it.
+static RECEIVE_ALLOC_FAILURES: AtomicU32 = AtomicU32::new(0);
+
+/// Whether this allocation of received data is to fail (see
+/// [`RECEIVE_ALLOC_FAILURES`]); one relaxed load when no failure is pending.
+pub(crate) fn receive_alloc_fails() -> bool {
+    RECEIVE_ALLOC_FAILURES.load(Ordering::Relaxed) != 0
+        && RECEIVE_ALLOC_FAILURES
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+}
+
+/// Makes the next `count` allocations of received data fail as though memory had
+/// run out (tests).
+#[pyfunction]
+fn _fail_receive_allocations(count: u32) {
+    RECEIVE_ALLOC_FAILURES.store(count, Ordering::Relaxed);
+}
+
+/// A new `bytes` copy of `data`; a MemoryError, not a panic, when memory runs out.
+fn new_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Py<PyBytes>> {
+    if receive_alloc_fails() {
+        return Err(PyMemoryError::new_err(()));
+    }
+    // SAFETY: `data` is valid for `data.len()` bytes; CPython copies them.
+    let raw =
+        unsafe { pyo3::ffi::PyBytes_FromStringAndSize(data.as_ptr().cast(), data.len() as isize) };
+    if raw.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: `raw` is a new, owned, non-NULL reference to a bytes object.
+    Ok(unsafe { Bound::from_owned_ptr(py, raw).cast_into_unchecked() }.unbind())
+}
+
 /// A new `bytes` holding the provided buffers `segs`, which go back to the kernel.
 fn bytes_from_segs(
     py: Python<'_>,
@@ -300,10 +340,15 @@ fn bytes_from_segs(
     segs: &[(u16, usize)],
 ) -> PyResult<Py<PyBytes>> {
     let total: usize = segs.iter().map(|s| s.1).sum();
-    // SAFETY: a NULL source asks CPython for an uninitialised bytes of `total`
-    // bytes (PyO3's PyBytes::new_with would zero it first, a memset of every
-    // received byte); it is filled below before any Python code can see it.
-    let raw = unsafe { pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), total as isize) };
+    let raw = if receive_alloc_fails() {
+        PyMemoryError::new_err(()).restore(py);
+        std::ptr::null_mut()
+    } else {
+        // SAFETY: a NULL source asks CPython for an uninitialised bytes of `total`
+        // bytes (PyO3's PyBytes::new_with would zero it first, a memset of every
+        // received byte); it is filled below before any Python code can see it.
+        unsafe { pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), total as isize) }
+    };
     let obj = if raw.is_null() {
         Err(PyErr::fetch(py))
     } else {
@@ -1153,18 +1198,21 @@ impl LoopCore {
             payload.discard(ring);
             return Ok(());
         };
-        let arg = match payload {
-            Payload::Raw(v) => PyBytes::new(py, &v).unbind(),
-            Payload::Obj(o) => o,
+        let made = match payload {
+            Payload::Raw(v) => new_bytes(py, &v),
+            Payload::Obj(o) => Ok(o),
             Payload::Segs(segs) => {
-                let made = with_bufring(ring, |br| br.map(|br| bytes_from_segs(py, br, &segs)));
-                match made {
-                    Some(Ok(b)) => b,
-                    // Ring gone, or no memory for the bytes: nothing is delivered,
-                    // as for a MemoryError in asyncio's recv.
-                    None | Some(Err(_)) => return Ok(()),
+                match with_bufring(ring, |br| br.map(|br| bytes_from_segs(py, br, &segs))) {
+                    Some(made) => made,
+                    None => return Ok(()), // the ring is gone: the loop is closing
                 }
             }
+        };
+        let arg = match made {
+            Ok(b) => b,
+            // No memory for the bytes: they are lost, so the stream cannot go on.
+            // asyncio fails the transport the same way for a MemoryError in recv.
+            Err(e) => return fail(e, "Fatal read error on socket transport"),
         };
         match dr.bind(py).call1((arg,)) {
             Ok(_) => Ok(()),
@@ -1931,5 +1979,6 @@ impl TransportWriter {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LoopCore>()?;
     m.add_class::<TransportWriter>()?;
+    m.add_function(wrap_pyfunction!(_fail_receive_allocations, m)?)?;
     Ok(())
 }

@@ -120,10 +120,18 @@ impl BytesRing {
             return Some(obj);
         }
         let mut raw = obj.into_ptr();
-        // SAFETY: `raw` is the only reference to a bytes object (never shared with
-        // Python code), as `_PyBytes_Resize` requires; on failure it releases the
-        // object and sets `raw` to NULL.
-        let rc = unsafe { _PyBytes_Resize(&mut raw, n as pyo3::ffi::Py_ssize_t) };
+        let rc = if crate::loopcore::receive_alloc_fails() {
+            // SAFETY: `raw` is an owned reference, given up here as a failing
+            // `_PyBytes_Resize` gives it up; it is not used again but as NULL.
+            unsafe { pyo3::ffi::Py_DECREF(raw) };
+            raw = std::ptr::null_mut();
+            -1
+        } else {
+            // SAFETY: `raw` is the only reference to a bytes object (never shared
+            // with Python code), as `_PyBytes_Resize` requires; on failure it
+            // releases the object and sets `raw` to NULL.
+            unsafe { _PyBytes_Resize(&mut raw, n as pyo3::ffi::Py_ssize_t) }
+        };
         if rc != 0 || raw.is_null() {
             drop(PyErr::take(py));
             return None;

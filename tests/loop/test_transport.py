@@ -4,6 +4,7 @@ and queued sends on the loop's ring, with asyncio's transport semantics."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import os
 import socket
@@ -1095,3 +1096,55 @@ def test_select_enters_the_kernel_once_per_iteration(loop, run):
         run(main(), timeout=30)
     finally:
         os.sched_setaffinity(0, saved)
+
+
+@pytest.mark.parametrize("path", ["pool", "resumed backlog", "bytes group"])
+def test_no_memory_for_received_bytes_fails_the_transport(loop, run, path):
+    """When the `bytes` for received data cannot be made (memory ran out: simulated
+    with a test hook), those bytes are lost, so the transport fails, as asyncio's
+    does for a MemoryError in recv: connection_lost gets the error and the protocol
+    never sees the stream with a hole in it. Each way data reaches data_received:
+    copied out of the provided-buffer pool, a paused transport's backlog delivered
+    on resume, and the `bytes`-backed group the kernel receives into."""
+    from ringio import _core
+
+    handled: list[dict] = []
+    loop.set_exception_handler(lambda lp, ctx: handled.append(ctx))
+    size = 100_000 if path == "bytes group" else 700
+
+    async def main():
+        proto, cli = await _pair(loop)
+        core = loop._selector._core
+        before = bytearray()
+        for i in range(8 if path == "bytes group" else 1):  # 8: into the bytes group
+            msg = _pattern(size + i)
+            before += msg
+            await loop.sock_sendall(cli, msg)
+            while len(proto.data) < len(before):
+                await asyncio.sleep(0.001)
+        assert core.big_receives == (1 if path == "bytes group" else 0)
+        if path == "resumed backlog":
+            proto.transport.pause_reading()
+            await loop.sock_sendall(cli, b"lost" * 100)
+            await asyncio.sleep(0.05)
+            _core._fail_receive_allocations(1)
+            proto.transport.resume_reading()
+        else:
+            _core._fail_receive_allocations(1)
+            await loop.sock_sendall(cli, _pattern(size))
+        exc = await asyncio.wait_for(proto.done, 5)
+        assert bytes(proto.data) == bytes(before)  # nothing after the hole, nor part of it
+        assert proto.transport.is_closing()
+        cli.close()
+        return exc
+
+    try:
+        exc = run(main())
+    finally:
+        _core._fail_receive_allocations(0)
+    if path == "bytes group":
+        # The kernel had written the bytes into the object that could not be shrunk.
+        assert isinstance(exc, OSError) and exc.errno == errno.ENOMEM, exc
+    else:
+        assert isinstance(exc, MemoryError), exc
+        assert [c["message"] for c in handled] == ["Fatal read error on socket transport"]
