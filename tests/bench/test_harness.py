@@ -5,6 +5,7 @@ Runs use ``--smoke`` (tiny counts) so the whole file takes a few seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -43,7 +44,11 @@ def test_table_ratio_and_markdown(tmp_path: Path) -> None:
     assert raw["tables"][0]["rows"][0]["ratio_vs_baseline"] == pytest.approx(3.0)
 
 
-def test_files_smoke_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_files_smoke_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two O_DIRECT rounds: each contender's cell is the median of its runs.
+    monkeypatch.setattr(files, "SMOKE", dataclasses.replace(files.SMOKE, direct_rounds=2))
     out = tmp_path / "results"
     argv = ["bench", "files", "--smoke", "--out", str(out), "--engines", "aio,uring,bogus",
             "--peers", "open,nonexistent"]  # fmt: skip
@@ -79,6 +84,12 @@ def test_files_smoke_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     row = tables[0]["rows"][0]
     assert {"contender", "params", "metrics", "ratio_vs_baseline"} <= row.keys()
     assert {"runtime_s", "threads", "rss_mb", "vsz_mb", "cpu_pct"} <= row["metrics"].keys()
+    direct = next(t for t in tables if "O_DIRECT" in t["title"])
+    cells = [(r["contender"], r["params"]["qd"]) for r in direct["rows"]]
+    assert ("ringio[aio]", 1) in cells and len(cells) == len(set(cells))
+    for r in direct["rows"]:
+        m = r["metrics"]
+        assert 0 < m["ops_per_s_min"] <= m["ops_per_s"] <= m["ops_per_s_max"], r
     assert (out / "files.png").read_bytes()[:8] == PNG_MAGIC
     assert (out / "results.md").read_text().startswith("## files")
     assert not (out / ".data" / "files").exists()  # data files cleaned up

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,18 +55,24 @@ class Scale:
     seq_total: int  # bytes written then read in 1 MiB chunks
     text_bytes: int
     interval: float = 0.001
-    # O_DIRECT reads per queue depth: enough to run for a good part of fio's runtime,
-    # so that one scheduling blip on a shared machine does not decide the ratio.
+    # O_DIRECT reads per run at queue depth 1 and deeper: each run lasts about as
+    # long as one fio job (this VM's disk: ~30k reads/s at depth 1, ~130k at 32).
+    direct_ops_qd1: int = 64
     direct_ops: int = 64
+    # Rounds of fio and every O_DIRECT contender in turn, each reported as its
+    # median: the disk's speed drifts by tens of per cent within minutes here, so a
+    # contender measured a minute after fio could be compared with another disk.
+    direct_rounds: int = 1
 
 
 FULL = Scale(
-    1000, (1, 6, 12, 24), 20000, (1, 8, 64), 64 * MiB, (1, 32), 5, 256 * MiB, 100_000_000,
-    direct_ops=60000,
-)
+    1000, (1, 6, 12, 24), 20000, (1, 8, 64), 64 * MiB, (1, 32), 2, 256 * MiB, 100_000_000,
+    direct_ops_qd1=40000, direct_ops=200_000, direct_rounds=5,
+)  # fmt: skip
 QUICK = Scale(
-    100, (1, 12), 3000, (1, 8, 64), 16 * MiB, (1, 32), 1, 32 * MiB, 2_000_000, direct_ops=20000
-)
+    100, (1, 12), 3000, (1, 8, 64), 16 * MiB, (1, 32), 1, 32 * MiB, 2_000_000,
+    direct_ops_qd1=15000, direct_ops=100_000, direct_rounds=3,
+)  # fmt: skip
 SMOKE = Scale(3, (1, 2), 64, (1, 8), 1 * MiB, (1,), 1, 2 * MiB, 20_000)
 
 
@@ -92,6 +99,23 @@ def contenders(options: Options) -> list[str]:
         for peer in options.peers:
             if peer not in PEER_MODULES:
                 options.notice(f"peer {peer}: unknown for this workload, skipped")
+    return names
+
+
+def _direct_contenders(ringio_names: list[str]) -> list[str]:
+    """The O_DIRECT table's contenders: each ringio engine (tasks over pread into
+    aligned buffers); with the uring engine also on ringio's own loop (the reads
+    ride the loop's ring, submitted and reaped by its one io_uring_enter per
+    iteration), ringio.open(direct=True) there (`f.pread(4096, offset)`, bytes out
+    through an aligned bounce buffer, as a user of the file object writes it), and
+    ringio.open's batch reads, which keep the depth with no task per slot:
+    preadinto_many straight into one aligned buffer (fio reads into its own
+    buffers too) on both loops, pread_many (bytes out) on ringio's."""
+    names = list(ringio_names)
+    if "ringio[uring]" in ringio_names:
+        names += ["ringio[uring]" + LOOP_SUFFIX, "ringio.open[uring]" + LOOP_SUFFIX]
+        into = "ringio.open[uring].preadinto_many"
+        names += [into, into + LOOP_SUFFIX, "ringio.open[uring].pread_many" + LOOP_SUFFIX]
     return names
 
 
@@ -146,24 +170,28 @@ def run(options: Options) -> WorkloadResult:
 
     root = Path(options.workdir or options.out / ".data") / "files"
     ringio_names = [n for n in names if n.startswith("ringio[")]
+    direct_names = _direct_contenders(ringio_names)
     # Steps for the progress bar: one per child process or fio job.
     options.progress(
         len(names) * (len(scale.nfiles) + 2)
-        + 2 * len(ringio_names)
-        + 5 * ("ringio[uring]" in ringio_names)
+        + len(ringio_names)
+        + scale.direct_rounds
+        * len(scale.direct_depths)
+        * (len(direct_names) + (1 if use_fio else 0))
         + 1
-        + (len(scale.direct_depths) if use_fio else 0)
         + 3,
         0,
     )
     data = make_data(root, scale)
-    failed: set[str] = set()
+    failed: set[tuple[str, str]] = set()
 
     def job(contender: str, spec: dict[str, Any]) -> dict[str, Any] | None:
         answer = run_worker(WORKER, {"contender": contender, **spec})
         options.progress(0, 1)
         if "skipped" in answer or "error" in answer:
-            if contender not in failed:  # one notice per contender and experiment kind
+            key = (contender, spec["kind"])
+            if key not in failed:  # one notice per contender and experiment kind
+                failed.add(key)
                 why = answer.get("skipped") or answer.get("error")
                 verb = "skipped" if "skipped" in answer else "failed"
                 options.notice(f"{contender} ({spec['kind']}): {verb}: {why}")
@@ -210,6 +238,9 @@ def run(options: Options) -> WorkloadResult:
         metric="ops_per_s", baseline="fio io_uring", higher_is_better=True,
         note=(
             "fio --ioengine=io_uring --direct=1 --rw=randread --bs=4k on the same file. "
+            f"{scale.direct_rounds} rounds of fio and every contender in turn; each "
+            "cell is the median of its rounds (min and max beside it): the disk's "
+            "speed drifts between rounds. "
             "ringio[...] and ringio.open[...]: `depth` tasks, each awaiting one read at a "
             "time (the engine into one aligned buffer per task; ringio.open's pread "
             "returns bytes). .preadinto_many / .pread_many: one call per 4,096 offsets "
@@ -218,36 +249,35 @@ def run(options: Options) -> WorkloadResult:
             "of new memory per call to allocate and fault in."
         ),
     )  # fmt: skip
-    # The uring engine also on ringio's own loop, where the reads ride the loop's
-    # ring (submitted and reaped by its one io_uring_enter per iteration).
-    # And ringio.open(direct=True) there: f.pread(4096, offset), bytes out through
-    # an aligned bounce buffer, as a user of the file object writes it.
-    loop_names = [n + LOOP_SUFFIX for n in ringio_names if n == "ringio[uring]"]
-    direct_names = ringio_names + loop_names
-    direct_names += [n.replace("ringio[", "ringio.open[") for n in loop_names]
-    # And ringio.open's batch reads, which keep the depth with no task per slot:
-    # preadinto_many straight into one aligned buffer (fio reads into its own
-    # buffers too) on both loops, pread_many (bytes out) on ringio's.
-    if "ringio[uring]" in ringio_names:
-        into = "ringio.open[uring].preadinto_many"
-        direct_names += [into, into + LOOP_SUFFIX, "ringio.open[uring].pread_many" + LOOP_SUFFIX]
-    for c in direct_names:
-        spec = {"kind": "rand_read", "path": data["rand"], "block": 4096, "direct": True,
-                "ops": scale.direct_ops, "depths": list(scale.direct_depths)}  # fmt: skip
-        if (a := job(c, spec)) is not None:
-            for d, rate in a["ops_per_s"].items():
-                t.add(c, {"qd": int(d)}, ops_per_s=rate)
-    if use_fio:
+    rates: dict[tuple[str, int], list[float]] = {}
+    refused: set[str] = set()  # skipped or failed in a round: not run again
+    for _ in range(scale.direct_rounds):
         for d in scale.direct_depths:
+            if not use_fio:
+                break
             try:
-                t.add(
-                    "fio io_uring",
-                    {"qd": d},
-                    ops_per_s=fio_randread(data["rand"], d, scale.fio_runtime),
-                )
+                rate = fio_randread(data["rand"], d, scale.fio_runtime)
+                rates.setdefault(("fio io_uring", d), []).append(rate)
             except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
                 options.notice(f"fio io_uring qd {d}: failed: {exc}")
+                use_fio = False
             options.progress(0, 1)
+        for c in direct_names:
+            for d in scale.direct_depths:
+                if c in refused:
+                    options.progress(0, 1)
+                    continue
+                ops = scale.direct_ops_qd1 if d == 1 else scale.direct_ops
+                spec = {"kind": "rand_read", "path": data["rand"], "block": 4096,
+                        "direct": True, "ops": ops, "depths": [d]}  # fmt: skip
+                if (a := job(c, spec)) is None:
+                    refused.add(c)
+                else:
+                    rates.setdefault((c, d), []).append(a["ops_per_s"][str(d)])
+    for (c, d), runs in rates.items():
+        if c not in refused:
+            t.add(c, {"qd": d}, ops_per_s=statistics.median(runs), ops_per_s_min=min(runs),
+                  ops_per_s_max=max(runs))  # fmt: skip
     result.tables.append(t)
 
     # 4. Sequential 1 MiB writes (with the final fsync) and reads.
