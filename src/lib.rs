@@ -73,6 +73,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     lines::register(m)?;
     loopcore::register(m)?;
     m.add_class::<aio::py::AioContext>()?;
+    m.add_function(wrap_pyfunction!(aio::py::_aio_probe, m)?)?;
     m.add_class::<uring::py::Ring>()?;
     m.add_function(wrap_pyfunction!(uring::py::probe, m)?)?;
     m.add_class::<buffers::AlignedBuffer>()?;

@@ -7,6 +7,8 @@ import errno
 import os
 import select
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -178,6 +180,30 @@ def test_default_choice_prefers_io_uring(monkeypatch):
     else:
         assert "uring" in info.refused
     engines.reset()
+
+
+def test_the_aio_probe_is_one_context_per_process():
+    """Choosing an engine probes kernel AIO once per process and keeps the probe's
+    context (destroying one waits for an RCU grace period, ~30 ms): asking again,
+    or choosing again after a reset, makes no new context."""
+    if engines._usable("aio"):
+        pytest.skip("kernel AIO unavailable")
+    script = (
+        "import ringio\n"
+        "from ringio import _core, _engines\n"
+        "nr = lambda: int(open('/proc/sys/fs/aio-nr').read())\n"
+        "a = nr(); _core._aio_probe(); b = nr()\n"
+        "for _ in range(5):\n"
+        "    _core._aio_probe(); _engines.reset(); ringio.engine()\n"
+        "print(b - a, nr() - b)\n"
+    )
+    env = {**os.environ, "RINGIO_ENGINE": "aio"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    first, again = map(int, out.stdout.split())
+    assert first > 0 and again == 0, out.stdout
 
 
 async def test_negative_offset_is_einval_like_os_pread(engine, data_file):
