@@ -54,3 +54,59 @@ def test_the_file_engine_suite_passes_on_the_fallback(groups):
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert " passed" in out.stdout
+
+
+_LOOP_FALLBACK = """
+import asyncio, os, sys, warnings
+import ringio
+
+async def main():
+    await asyncio.sleep(0.01)
+    async with ringio.open(sys.argv[1], "rb") as f:  # files: the engine's fallback
+        data = await f.read()
+    reader, writer = await asyncio.open_connection(*server_address)
+    writer.write(b"ping\\n")
+    line = await reader.readline()
+    writer.close()
+    return type(asyncio.get_running_loop()).__name__, len(data), line
+
+async def serve():
+    async def echo(r, w):
+        w.write(await r.readline())
+        await w.drain()
+        w.close()
+    srv = await asyncio.start_server(echo, "127.0.0.1", 0)
+    global server_address
+    server_address = srv.sockets[0].getsockname()
+    async with srv:
+        return await main()
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    print(ringio.run(serve()))
+print([str(w.message) for w in caught if w.category is RuntimeWarning])
+try:
+    ringio.EventLoop()
+except OSError as e:
+    print(type(e).__name__, e.errno, "io_uring" in str(e))
+ringio.install()
+print(type(asyncio.new_event_loop()).__name__)
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the filter knows x86_64 numbers")
+def test_the_event_loop_falls_back_to_asyncio_where_io_uring_is_refused():
+    """In a container whose seccomp profile refuses io_uring (Docker's default), a
+    program that runs on ringio's loop still runs: ringio.run, new_event_loop and the
+    installed policy give asyncio's own loop with a RuntimeWarning saying why, and
+    files and sockets work on it; asking for ringio.EventLoop itself is refused with
+    the kernel's error, at once rather than in the loop's first iteration."""
+    out = run_denied(["io_uring"], sys.executable, "-c", _LOOP_FALLBACK, __file__)
+    assert out.returncode == 0, out.stderr
+    result, warned, refused, installed = out.stdout.splitlines()
+    size = os.path.getsize(__file__)
+    assert result == f"('_UnixSelectorEventLoop', {size}, b'ping\\n')"
+    assert "io_uring is refused" in warned and "Operation not permitted" in warned
+    assert refused == "PermissionError 1 True"
+    assert installed == "_UnixSelectorEventLoop"
+    assert "Traceback" not in out.stderr and "never awaited" not in out.stderr

@@ -23,6 +23,7 @@ import os
 import socket
 import sys
 import time
+import warnings
 import weakref
 from asyncio import base_events, constants, sslproto
 from collections.abc import Callable, Coroutine
@@ -67,6 +68,16 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     """
 
     def __init__(self, selector: RingSelector | None = None, *, entries: int = 256) -> None:
+        if selector is None and (refusal := io_uring_refusal()) is not None:
+            # Here, not in the first select() (where the ring is made): asyncio's
+            # runner would then fail twice over and leave the coroutine unawaited.
+            self._closed = True  # what BaseEventLoop.__del__ looks at
+            raise OSError(
+                refusal.errno,
+                f"ringio.EventLoop needs io_uring, which this process may not use "
+                f"(io_uring_setup: {refusal.strerror}); ringio.new_event_loop() falls "
+                "back to asyncio's own loop",
+            )
         super().__init__(selector if selector is not None else RingSelector(entries))
         # Bytes that a cancelled ring recv had already taken from a socket: handed
         # to the next sock_recv*/sock_recv_into on that socket, never lost.
@@ -362,18 +373,49 @@ def _ignore(completion: Any) -> None:
     return None
 
 
-class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):  # type: ignore[misc,valid-type]
-    """The default asyncio policy, making ringio event loops."""
+_REFUSAL: list[OSError | None] = []  # the process's one probe, once made
 
-    _loop_factory = EventLoop
+
+def io_uring_refusal() -> OSError | None:
+    """Why this process may not use io_uring (a seccomp profile such as Docker's
+    default, ``kernel.io_uring_disabled``), or None. Probed once per process."""
+    if not _REFUSAL:
+        try:
+            uring.Ring(2).close()
+        except OSError as e:
+            _REFUSAL.append(e)
+        else:
+            _REFUSAL.append(None)
+    return _REFUSAL[0]
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A new ringio event loop (use as ``asyncio.run(..., loop_factory=...)``).
+
+    Where the kernel refuses io_uring to this process, asyncio's own loop instead,
+    with a RuntimeWarning that says why (as the file engines fall back to kernel AIO
+    or threads): a program that installs ringio still runs in such a container.
+    ``ringio.EventLoop()`` itself raises the OSError."""
+    refusal = io_uring_refusal()
+    if refusal is None:
+        return EventLoop()
+    warnings.warn(
+        f"io_uring is refused to this process (io_uring_setup: {refusal.strerror}): "
+        "running on asyncio's own event loop instead of ringio's",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    return asyncio.SelectorEventLoop()
+
+
+class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):  # type: ignore[misc,valid-type]
+    """The default asyncio policy, making ringio event loops (asyncio's own, with a
+    warning, where io_uring is refused: see ``new_event_loop``)."""
+
+    _loop_factory = staticmethod(new_event_loop)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"
-
-
-def new_event_loop() -> EventLoop:
-    """A new ringio event loop (use as ``asyncio.run(..., loop_factory=...)``)."""
-    return EventLoop()
 
 
 def install() -> None:
