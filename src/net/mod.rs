@@ -465,7 +465,9 @@ pub struct WatcherCore {
 }
 
 fn os_err(e: io::Error) -> PyErr {
-    PyOSError::new_err((e.raw_os_error().unwrap_or(libc::EIO), e.to_string()))
+    // The kernel's text alone, as OSError's own: not Rust's "... (os error 1)".
+    let errno = e.raw_os_error().unwrap_or(libc::EIO);
+    PyOSError::new_err((errno, crate::errors::strerror(errno)))
 }
 
 impl WatcherCore {
@@ -1687,7 +1689,14 @@ impl WatcherCore {
                 let waker = waker.unwrap_or_else(|| py.None());
                 WRing::on_loop(py, &r, waker)?
             }
-            None => WRing::own(entries).map_err(os_err)?,
+            None => WRing::own(entries).map_err(|e| {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                let why = crate::errors::strerror(errno);
+                PyOSError::new_err((
+                    errno,
+                    format!("io_uring_setup: {why} (the Watcher needs io_uring)"),
+                ))
+            })?,
         };
         // Buffer rings need Linux 5.19; without them, reads without a buffer allocate.
         let pool = wring.bufring(nbufs as u16, bufsize);

@@ -110,3 +110,19 @@ def test_the_event_loop_falls_back_to_asyncio_where_io_uring_is_refused():
     assert refused == "PermissionError 1 True"
     assert installed == "_UnixSelectorEventLoop"
     assert "Traceback" not in out.stderr and "never awaited" not in out.stderr
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the filter knows x86_64 numbers")
+def test_a_watcher_where_io_uring_is_refused_says_so():
+    script = (
+        "import ringio\n"
+        "try:\n"
+        "    ringio.Watcher()\n"
+        "except OSError as e:\n"
+        "    print(type(e).__name__, e.errno, e.strerror)\n"
+    )
+    out = run_denied(["io_uring"], sys.executable, "-c", script)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == (
+        "PermissionError 1 io_uring_setup: Operation not permitted (the Watcher needs io_uring)"
+    )
