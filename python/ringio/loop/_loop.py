@@ -234,12 +234,19 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         The callback runs inside select() and must never raise."""
         fut: asyncio.Future[Any] = self.create_future()
         selector: RingSelector = self._selector  # type: ignore[assignment]
+        waiter: asyncio.Future[Any] | None = fut
 
         def done(completion: Any) -> None:
-            if not fut.done():
-                fut.set_result(completion)
+            nonlocal waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(completion)
             else:
                 on_orphan(completion)
+            # The final completion: the future holds it, it holds the op, the op
+            # holds this callback; forgetting the future here leaves no cycle for
+            # the cyclic GC (one per receive was: 38 objects a round trip kept
+            # until a collection, and the collections took a third of the time).
+            waiter = None
 
         on_orphan: Callable[[Any], None] = _ignore
         op = make_op(*args, data=done)
