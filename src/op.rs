@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::buffers::View;
 use crate::errors;
@@ -189,6 +190,26 @@ impl Op {
 
 #[pymethods]
 impl Op {
+    /// The cyclic GC sees what an op holds, so a cycle through it (an op whose
+    /// `data` is a future resolved with the op's own Completion) can be collected.
+    /// An op in flight is also held by its engine's in-flight table, which the GC
+    /// does not see: it, its data and its buffers always stay alive until the
+    /// completion arrives.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.data)?;
+        visit.call(&self.file)?;
+        match &self.target {
+            Target::Nothing => {}
+            Target::One(obj) => visit.call(obj)?,
+            Target::Many(objs) => {
+                for obj in objs {
+                    visit.call(obj)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     #[getter]
     fn command(&self) -> &'static str {
         self.code.name()
@@ -298,6 +319,10 @@ pub struct Completion {
 
 #[pymethods]
 impl Completion {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.op)
+    }
+
     #[getter]
     fn op(&self, py: Python<'_>) -> Py<Op> {
         self.op.clone_ref(py)

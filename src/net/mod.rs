@@ -27,6 +27,7 @@ use io_uring::{cqueue, opcode, squeue, types};
 use pyo3::exceptions::{PyBufferError, PyEOFError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::buffers::View;
 use crate::uring::py::Ring;
@@ -381,6 +382,16 @@ pub struct OpResult {
 
 #[pymethods]
 impl OpResult {
+    /// The cyclic GC sees what a result holds (a context that refers back to it,
+    /// for one, can then be collected).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.context)?;
+        visit.call(&self.conn)?;
+        visit.call(&self.buffer)?;
+        visit.call(&self.error)?;
+        visit.call(&self.address)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> String {
         let op = ["OP_READ", "OP_WRITE", "OP_ACCEPT", "OP_CONNECT"]
             .get(self.operation as usize)

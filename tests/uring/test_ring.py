@@ -236,6 +236,34 @@ def test_a_blocked_read_owns_its_buffer_until_cancelled_and_reaped(ring):
         assert alive() is None and ring.in_flight == 0
 
 
+def test_a_cycle_through_an_op_and_its_completion_is_collected(ring):
+    """An op's data that holds the op's own Completion (a future resolved with it,
+    for one) is a reference cycle through ringio's objects: the cyclic GC sees
+    into ops and completions, so it collects it; an op in flight, though, stays
+    alive with everything it holds however unreachable it is from Python, until
+    its completion has been reaped."""
+    a, b = socket.socketpair()
+
+    class Box:
+        pass
+
+    with a, b:
+        box = Box()
+        box.op = uring.read(a, bytearray(8), data=box)  # box -> op -> box
+        alive = weakref.ref(box)
+        ring.submit([box.op])
+        del box
+        gc.collect()
+        assert alive() is not None and ring.in_flight == 1  # the kernel's op
+        b.send(b"hi")
+        [c] = ring.get_events(1, timeout=5)
+        assert c.res == 2 and c.data is alive()
+        c.data.completion = c  # box -> completion -> op -> box
+        del c
+        gc.collect()
+        assert alive() is None
+
+
 def test_per_op_resfd_is_refused_on_io_uring(ring, data_file):
     fd, _ = data_file
     efd = os.eventfd(0)

@@ -254,3 +254,25 @@ def test_pending_op_keeps_socket_alive(watcher: ringio.Watcher, listener) -> Non
     (r,) = collect(watcher, 1)
     assert r.error is None and bytes(r.buffer) == b"still here"
     assert isinstance(r.conn, socket.socket)
+
+
+def test_a_result_kept_in_its_own_context_is_collected(watcher: ringio.Watcher, listener) -> None:
+    """A result stored in the object it carries as context (context -> result ->
+    context) is a cycle the GC can see through, so it is collected."""
+    import gc
+    import weakref
+
+    class Ctx:
+        pass
+
+    c, s = tcp_pair(listener)
+    with c, s:
+        ctx = Ctx()
+        alive = weakref.ref(ctx)
+        watcher.write(ctx, c, b"x")
+        (r,) = collect(watcher, 1)
+        assert r.context is ctx and r.error is None
+        ctx.result = r
+        del ctx, r
+        gc.collect()
+        assert alive() is None
