@@ -166,7 +166,14 @@ impl Engine for AioEngine {
         };
         let mut events = vec![IoEvent::default(); max.clamp(1, self.maxevents as usize)];
         loop {
-            let n = abi::io_getevents(self.ctx, 0, &mut events, Some(&zero))?;
+            let n = match abi::io_getevents(self.ctx, 0, &mut events, Some(&zero)) {
+                Ok(n) => n,
+                // io_getevents reports EINTR when it read nothing and a signal is
+                // pending, even with a zero timeout: nothing was ready (a reap in a
+                // test's teardown failed on a SIGCHLD this way).
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => 0,
+                Err(e) => return Err(e),
+            };
             out.extend(events[..n].iter().map(raw));
             if n < events.len() {
                 return Ok(());
