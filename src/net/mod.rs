@@ -475,12 +475,6 @@ pub struct WatcherCore {
     cqes: Vec<(u64, i32, u32)>,
 }
 
-fn os_err(e: io::Error) -> PyErr {
-    // The kernel's text alone, as OSError's own: not Rust's "... (os error 1)".
-    let errno = e.raw_os_error().unwrap_or(libc::EIO);
-    PyOSError::new_err((errno, crate::errors::strerror(errno)))
-}
-
 impl WatcherCore {
     fn ring(&mut self) -> &mut WRing {
         self.ring
@@ -1537,7 +1531,8 @@ impl WatcherCore {
     /// (see `WRing::poll`).
     fn poll_kernel(&mut self, py: Python<'_>, enter: bool) -> PyResult<()> {
         let ring = self.ring.as_mut().expect("open");
-        ring.poll(enter, &mut self.cqes).map_err(os_err)?;
+        ring.poll(enter, &mut self.cqes)
+            .map_err(|e| crate::errors::io_error(py, &e, None))?;
         self.process(py);
         Ok(())
     }
@@ -1762,7 +1757,7 @@ impl WatcherCore {
             )
         };
         if rc < 0 {
-            return Err(os_err(io::Error::last_os_error()));
+            return Err(crate::errors::last_os_error(py, None));
         }
         if self.conns.len() >= 1 << 28 {
             return Err(PyValueError::new_err("too many connections"));
@@ -1774,7 +1769,7 @@ impl WatcherCore {
                 // result is a new fd that only we own.
                 let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
                 if dup < 0 {
-                    return Err(os_err(io::Error::last_os_error()));
+                    return Err(crate::errors::last_os_error(py, None));
                 }
                 // SAFETY: `dup` was just created and nothing else owns it.
                 (Some(unsafe { OwnedFd::from_raw_fd(dup) }), None)
@@ -1791,7 +1786,8 @@ impl WatcherCore {
     /// kernel's are cancelled (they complete the same way), our reference is dropped.
     fn free(&mut self, py: Python<'_>, cid: u64) -> PyResult<()> {
         self.check(py)?;
-        self.release_conn(py, cid).map_err(os_err)
+        self.release_conn(py, cid)
+            .map_err(|e| crate::errors::io_error(py, &e, None))
     }
 
     #[pyo3(signature = (cid, ctx, conn, buf, deadline, full))]
@@ -2026,7 +2022,7 @@ impl WatcherCore {
                 Err(e) => match e.raw_os_error() {
                     Some(libc::ETIME | libc::EBUSY | libc::EAGAIN) => {}
                     Some(libc::EINTR) => py.check_signals()?,
-                    _ => return Err(os_err(e)),
+                    _ => return Err(crate::errors::io_error(py, &e, None)),
                 },
             }
             self.process(py);
