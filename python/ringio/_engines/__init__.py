@@ -38,6 +38,23 @@ class EngineInfo:
     refused: dict[str, str]
 
 
+_URING_REFUSAL: list[OSError | None] = []  # the process's one probe, once made
+
+
+def uring_refusal() -> OSError | None:
+    """The OSError with which io_uring_setup refuses this process (a seccomp profile
+    such as Docker's default, ``kernel.io_uring_disabled``), or None. Probed once
+    per process; the file engines' choice and ``ringio.new_event_loop`` share it."""
+    if not _URING_REFUSAL:
+        try:
+            _core.Ring(2).close()
+        except OSError as e:
+            _URING_REFUSAL.append(e)
+        else:
+            _URING_REFUSAL.append(None)
+    return _URING_REFUSAL[0]
+
+
 def _usable(name: str) -> str | None:
     """None if the kernel lets us use engine `name`, else the reason it refused."""
     try:
@@ -46,21 +63,14 @@ def _usable(name: str) -> str | None:
                 disabled = f.read().strip()
             if disabled == "2":
                 return "kernel.io_uring_disabled = 2"
-            _core.Ring(2).close()
         elif name == "aio":
             _core._aio_probe()  # cached; a context closed here would cost ~30 ms
     except FileNotFoundError:
-        return _usable_after_sysctl(name)
+        pass  # no such sysctl (before Linux 6.6): io_uring_setup alone decides
     except OSError as e:
         return f"{'io_uring_setup' if name == 'uring' else 'io_setup'} failed: {e}"
-    return None
-
-
-def _usable_after_sysctl(name: str) -> str | None:
-    try:
-        _core.Ring(2).close()
-    except OSError as e:
-        return f"io_uring_setup failed: {e}"
+    if name == "uring" and (refusal := uring_refusal()) is not None:
+        return f"io_uring_setup failed: {refusal}"
     return None
 
 

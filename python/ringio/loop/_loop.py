@@ -30,6 +30,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from .. import uring
+from .._engines import uring_refusal
 from ._selector import RingSelector
 from ._transport import RingSocketTransport
 
@@ -68,7 +69,7 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     """
 
     def __init__(self, selector: RingSelector | None = None, *, entries: int = 256) -> None:
-        if selector is None and (refusal := io_uring_refusal()) is not None:
+        if selector is None and (refusal := uring_refusal()) is not None:
             # Here, not in the first select() (where the ring is made): asyncio's
             # runner would then fail twice over and leave the coroutine unawaited.
             self._closed = True  # what BaseEventLoop.__del__ looks at
@@ -380,22 +381,6 @@ def _ignore(completion: Any) -> None:
     return None
 
 
-_REFUSAL: list[OSError | None] = []  # the process's one probe, once made
-
-
-def io_uring_refusal() -> OSError | None:
-    """Why this process may not use io_uring (a seccomp profile such as Docker's
-    default, ``kernel.io_uring_disabled``), or None. Probed once per process."""
-    if not _REFUSAL:
-        try:
-            uring.Ring(2).close()
-        except OSError as e:
-            _REFUSAL.append(e)
-        else:
-            _REFUSAL.append(None)
-    return _REFUSAL[0]
-
-
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """A new ringio event loop (use as ``asyncio.run(..., loop_factory=...)``).
 
@@ -403,7 +388,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     with a RuntimeWarning that says why (as the file engines fall back to kernel AIO
     or threads): a program that installs ringio still runs in such a container.
     ``ringio.EventLoop()`` itself raises the OSError."""
-    refusal = io_uring_refusal()
+    refusal = uring_refusal()
     if refusal is None:
         return EventLoop()
     warnings.warn(
