@@ -605,16 +605,12 @@ async def _rand_read_async(
         for off in offsets[w::depth]:
             await read(off)
 
-    done, t0 = 0, time.perf_counter()
-    while True:
-        await asyncio.gather(*(worker(w) for w in range(depth)))
-        done += len(offsets)
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_seconds:
-            break
+    rate = await _rate(
+        lambda: asyncio.gather(*(worker(w) for w in range(depth))), len(offsets), min_seconds
+    )
     await c.close()
     await c.stop()
-    return done / elapsed
+    return rate
 
 
 async def _rand_read_many(
@@ -624,21 +620,31 @@ async def _rand_read_many(
     per chunk of offsets, `depth` reads in flight."""
     f, chunk = c.files[0], c.MANY_CHUNK
     out = memoryview(c.ringio.aligned(block * chunk))
-    done, t0 = 0, time.perf_counter()
-    while True:
+
+    async def all_offsets() -> None:
         for k in range(0, len(offsets), chunk):
             part = offsets[k : k + chunk]
             if c.many == "preadinto_many":
                 await f.preadinto_many(out[: block * len(part)], part, depth=depth)
             else:
                 await f.pread_many(block, part, depth=depth)
-        done += len(offsets)
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_seconds:
-            break
+
+    rate = await _rate(all_offsets, len(offsets), min_seconds)
     await c.close()
     await c.stop()
-    return done / elapsed
+    return rate
+
+
+async def _rate(run_once: Callable[[], Awaitable[Any]], ops: int, min_seconds: float) -> float:
+    """ops/s of `run_once` (`ops` reads a run), run again until `min_seconds` have
+    passed (at least once)."""
+    done, t0 = 0, time.perf_counter()
+    while True:
+        await run_once()
+        done += ops
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_seconds:
+            return done / elapsed
 
 
 def sequential(spec: dict[str, Any]) -> dict[str, Any]:
