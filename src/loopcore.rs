@@ -31,9 +31,10 @@ use io_uring::{cqueue, opcode, types};
 use pyo3::exceptions::{
     PyKeyboardInterrupt, PyMemoryError, PyRuntimeError, PySystemExit, PyTypeError,
 };
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyTuple, PyWeakrefReference};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyTuple, PyWeakrefReference};
 
 use crate::buffers::View;
 use crate::engine::{RawCompletion, Submitted};
@@ -1293,224 +1294,105 @@ impl LoopCore {
         block: bool,
         timeout: Option<f64>,
     ) -> PyResult<Vec<Py<Completion>>> {
-        let mut ops: Vec<Bound<'_, Op>> = ops
+        let ops: Vec<Bound<'_, Op>> = ops
             .try_iter()?
             .map(|o| o.and_then(|o| o.cast_into::<Op>().map_err(PyErr::from)))
             .collect::<PyResult<_>>()?;
-        let mut timeout = match timeout {
-            Some(t) if t.is_nan() || t < 0.0 => {
-                return Err(pyo3::exceptions::PyValueError::new_err(
-                    "timeout must be >= 0 or None",
-                ))
+        self.select_step(py, ring, ops, block, timeout)
+    }
+
+    /// One iteration of the event loop, asyncio's `BaseEventLoop._run_once`, for
+    /// the common case that the selector has nothing of its own to arm, submit or
+    /// dispatch first (`EventLoop._run_once` checks that, and everything it does
+    /// not do here: debug mode, a `time()` of its own, the heap rebuild):
+    /// cancelled timers leave the head of `scheduled`, the step waits as asyncio's
+    /// would (not at all when `ready` has handles or the loop is stopping, else
+    /// until the first timer or forever), and the due timers and the handles ready
+    /// now run (`run_ready`). When the step left completions for the selector
+    /// (polls, `sock_*` ops), they are returned instead and the caller dispatches
+    /// them, then calls `run_ready`: asyncio runs I/O callbacks' handles after the
+    /// timers that are due. None when the whole iteration ran here.
+    fn run_once(
+        &self,
+        py: Python<'_>,
+        event_loop: &Bound<'_, PyAny>,
+        ring: &Bound<'_, Ring>,
+        ready: &Bound<'_, PyAny>,
+        scheduled: &Bound<'_, PyList>,
+        stopping: bool,
+    ) -> PyResult<Option<Vec<Py<Completion>>>> {
+        let heappop = heappop(py)?;
+        while !scheduled.is_empty() {
+            let head = scheduled.get_item(0)?;
+            if !head.getattr(intern!(py, "_cancelled"))?.is_truthy()? {
+                break;
             }
-            Some(t) => Some(Duration::from_secs_f64(t.min(1e9))),
-            None => None,
-        };
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let want_block = block;
-        let pydriver = ring.get().inner();
-        // A blocking wait that ends with nothing for Python (only send completions
-        // whose handling calls no Python code: the reply to a request went out, and
-        // its CQE arrived before the next request) waits again, in Rust, until the
-        // deadline: a Python loop iteration per send completion was half of the
-        // iterations with one connection (1.5 selects per request, counted).
-        let (raw, mut side, wakers, enter_err, interrupted, early_actions) = loop {
-            let (ring_fd, tokens, to_submit, flush_err, block) = {
-                let mut inner = self.lock();
-                if inner.closed {
-                    return Err(PyRuntimeError::new_err("the loop core is closed"));
-                }
-                Self::bind(&mut inner, ring);
-                let block = want_block
-                    && inner.backlog.is_empty()
-                    && inner.pending.is_empty()
-                    && inner.resumed.is_empty();
-                let mut driver = pydriver.driver();
-                driver.check_open()?;
-                driver.check_caller(py)?;
-                let flush_err = Self::flush(&mut inner, py, &mut driver.engine).err();
-                // A loop-bound Watcher's own wait may have reaped for us meanwhile.
-                let block = block && !driver.engine.has_backlog();
-                let tokens = if ops.is_empty() {
-                    Vec::new()
-                } else {
-                    driver.begin_submit(py, &ops)?.0
-                };
-                let to_submit = driver.engine.sq_pending();
-                (driver.engine.ring_fd(), tokens, to_submit, flush_err, block)
-            };
-            if let Some(e) = flush_err {
-                // A failed buffer-ring registration: the transports stay unarmed; say so.
-                return Err(errors::io_error(py, &e, None));
-            }
-            let wait = if block { 1 } else { 0 };
-            let flags = crate::uring::IORING_ENTER_GETEVENTS;
-            let t = if block { timeout } else { None };
-            // EINTR: a signal arrived (its Python handler runs below); SQEs the kernel
-            // had not consumed stay in the SQ and go in with the next enter.
-            let outcome = py.detach(|| crate::uring::enter(ring_fd, to_submit, wait, flags, t));
-            let mut enter_err = None;
-            let mut interrupted = false;
-            match outcome {
-                Ok(_) => {}
-                Err(e) => match e.raw_os_error() {
-                    Some(libc::ETIME | libc::EBUSY | libc::EAGAIN) => {}
-                    Some(libc::EINTR) => interrupted = true,
-                    _ => enter_err = Some(e),
-                },
-            }
-            let (raw, mut side, wakers) = {
-                let mut driver = pydriver.driver();
-                if !ops.is_empty() {
-                    let done = Submitted {
-                        accepted: ops.len(),
-                        error: None,
-                    };
-                    driver.finish_submit(py, &ops, &tokens, done)?;
-                }
-                let mut raw = Vec::new();
-                if !driver.is_closed() {
-                    driver
-                        .engine
-                        .reap_after_enter(&mut raw, usize::MAX)
-                        .map_err(|e| errors::io_error(py, &e, None))?;
-                }
-                let mut side = std::mem::take(&mut self.lock().pending);
-                driver.engine.take_side(&mut side);
-                (raw, side, driver.engine.take_signalled(py))
-            };
-            ops.clear(); // submitted: a second pass only waits
-            let sends_only = block
-                && enter_err.is_none()
-                && !interrupted
-                && raw.is_empty()
-                && wakers.is_empty()
-                && !side.is_empty()
-                && side.iter().all(|c| untoken(c.token).2 == KIND_SEND);
-            if !sends_only {
-                break (raw, side, wakers, enter_err, interrupted, None);
-            }
-            // Send completions never resume a transport (`resumed`): absorbing them
-            // here leaves the order of deliveries as it was.
-            let mut actions = Vec::with_capacity(side.len());
-            let quiet = {
-                let mut inner = self.lock();
-                let mut driver = pydriver.driver();
-                Self::absorb(&mut inner, py, &mut driver.engine, &side, &mut actions);
-                inner.backlog.is_empty()
-                    && inner.resumed.is_empty()
-                    && actions
-                        .iter()
-                        .all(|a| Self::send_done_is_quiet(&mut inner, a))
-            };
-            side.clear();
-            if !quiet {
-                break (raw, side, wakers, enter_err, interrupted, Some(actions));
-            }
-            if let Some(d) = deadline {
-                let now = Instant::now();
-                if now >= d {
-                    break (raw, side, wakers, enter_err, interrupted, Some(Vec::new()));
-                }
-                timeout = Some(d - now);
-            }
-        };
-        let (mut results, resumed) = {
-            let mut inner = self.lock();
-            // Taken now: what this step's callbacks resume (or defer) is delivered
-            // by the next select, which then does not block.
-            (
-                std::mem::take(&mut inner.backlog),
-                std::mem::take(&mut inner.resumed),
-            )
-        };
-        // File ops (`ringio._engines`' loop-ring proactor) carry an asyncio future:
-        // settled here, as the eventfd proactor's resolve_futures() does elsewhere.
-        let future_types = FUTURE_TYPES.get_or_try_init(py, || -> PyResult<Py<PyTuple>> {
-            let future = py.import("asyncio")?.getattr("Future")?;
-            let lane = py.import("ringio._engines.many")?.getattr("Lane")?;
-            Ok(PyTuple::new(py, [future, lane])?.unbind())
-        })?;
-        results.extend(pydriver.finish_settling(py, &raw, Some(future_types.bind(py).as_any()))?);
-        // The transports' completions: actions under the lock, then the callbacks.
-        let mut actions = early_actions.unwrap_or_default();
-        if !side.is_empty() {
-            let mut inner = self.lock();
-            let mut driver = pydriver.driver();
-            Self::absorb(&mut inner, py, &mut driver.engine, &side, &mut actions);
-            side.clear();
+            let count = event_loop.getattr(intern!(py, "_timer_cancelled_count"))?;
+            event_loop.setattr(intern!(py, "_timer_cancelled_count"), count.sub(1)?)?;
+            let handle = heappop.call1((scheduled,))?;
+            handle.setattr(intern!(py, "_scheduled"), false)?;
         }
-        let mut it = actions.into_iter();
-        let mut failure = None;
-        // Loop-bound Watchers with new completions: their wakers only resolve the
-        // future a `wait_io_async` awaits (they process the CQEs when it resumes).
-        for w in wakers {
-            if let Err(e) = w.call0(py) {
-                if is_fatal(py, &e) {
-                    failure.get_or_insert(e);
-                } else {
-                    e.write_unraisable(py, None);
-                }
-            }
+        let timeout = if stopping || ready.len()? > 0 {
+            Some(0.0)
+        } else if !scheduled.is_empty() {
+            let when: f64 = scheduled
+                .get_item(0)?
+                .getattr(intern!(py, "_when"))?
+                .extract()?;
+            Some((when - monotonic()).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
+        } else {
+            None
+        };
+        let block = timeout.is_none_or(|t| t > 0.0);
+        let done = self.select_step(py, ring, Vec::new(), block, timeout.filter(|_| block))?;
+        if !done.is_empty() {
+            return Ok(Some(done));
         }
-        if failure.is_none() {
-            for a in it.by_ref() {
-                if let Err(e) = self.run(py, a) {
-                    failure = Some(e);
+        Self::run_ready(event_loop, ready, scheduled)?;
+        Ok(None)
+    }
+
+    /// The second half of asyncio's iteration: timers due by now (within the
+    /// loop's clock resolution) join `ready`, then the handles in `ready` at this
+    /// point run, cancelled ones skipped; those they schedule wait for the next
+    /// iteration. An exception out of a handle (`Handle._run` lets only
+    /// SystemExit and KeyboardInterrupt out) leaves the rest queued, as asyncio does.
+    #[staticmethod]
+    fn run_ready(
+        event_loop: &Bound<'_, PyAny>,
+        ready: &Bound<'_, PyAny>,
+        scheduled: &Bound<'_, PyList>,
+    ) -> PyResult<()> {
+        let py = event_loop.py();
+        if !scheduled.is_empty() {
+            let resolution: f64 = event_loop
+                .getattr(intern!(py, "_clock_resolution"))?
+                .extract()?;
+            let end_time = monotonic() + resolution;
+            let heappop = heappop(py)?;
+            while !scheduled.is_empty() {
+                let head = scheduled.get_item(0)?;
+                let when: f64 = head.getattr(intern!(py, "_when"))?.extract()?;
+                if when >= end_time {
                     break;
                 }
+                let handle = heappop.call1((scheduled,))?;
+                handle.setattr(intern!(py, "_scheduled"), false)?;
+                ready.call_method1(intern!(py, "append"), (handle,))?;
             }
         }
-        if failure.is_none() {
-            if let Err(e) = self.deliver_resumed(py, resumed) {
-                failure = Some(e);
-            }
-        } else {
-            self.lock().resumed.extend(resumed);
+        let count = ready.len()?;
+        if count == 0 {
+            return Ok(());
         }
-        if failure.is_none() && interrupted {
-            if let Err(e) = py.check_signals() {
-                failure = Some(e);
-            }
-        }
-        if failure.is_none() {
-            if let Some(e) = enter_err {
-                failure = Some(errors::io_error(py, &e, None));
+        let popleft = ready.getattr(intern!(py, "popleft"))?;
+        for _ in 0..count {
+            let handle = popleft.call0()?;
+            if !handle.getattr(intern!(py, "_cancelled"))?.is_truthy()? {
+                handle.call_method0(intern!(py, "_run"))?;
             }
         }
-        if let Some(e) = failure {
-            // Keep what this step could not hand out: the next select delivers it.
-            let mut inner = self.lock();
-            let ring = inner.ring.as_ref().map(|r| r.clone_ref(py));
-            for a in it {
-                match a {
-                    Action::Data(slot, gen, p) => {
-                        if let Some(c) = inner.conn(slot, gen) {
-                            p.append_to(ring.as_ref(), py, &mut c.backlog);
-                            inner.resumed.push(slot);
-                        } else {
-                            p.discard(ring.as_ref());
-                        }
-                    }
-                    Action::Eof(slot, gen) => {
-                        if let Some(c) = inner.conn(slot, gen) {
-                            c.pending_eof = true;
-                            inner.resumed.push(slot);
-                        }
-                    }
-                    Action::ReadErr(slot, gen, err) => {
-                        if let Some(c) = inner.conn(slot, gen) {
-                            c.pending_err = Some(err);
-                            inner.resumed.push(slot);
-                        }
-                    }
-                    Action::Call(..) | Action::SendDone(..) => {}
-                }
-            }
-            inner.backlog = results;
-            return Err(e);
-        }
-        Ok(results)
+        Ok(())
     }
 
     /// Registers a stream transport on `fd`; returns its (slot, generation).
@@ -1981,4 +1863,254 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TransportWriter>()?;
     m.add_function(wrap_pyfunction!(_fail_receive_allocations, m)?)?;
     Ok(())
+}
+
+impl LoopCore {
+    /// `select`'s body, with the ops already taken from Python.
+    fn select_step(
+        &self,
+        py: Python<'_>,
+        ring: &Bound<'_, Ring>,
+        mut ops: Vec<Bound<'_, Op>>,
+        block: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<Py<Completion>>> {
+        let mut timeout = match timeout {
+            Some(t) if t.is_nan() || t < 0.0 => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "timeout must be >= 0 or None",
+                ))
+            }
+            Some(t) => Some(Duration::from_secs_f64(t.min(1e9))),
+            None => None,
+        };
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let want_block = block;
+        let pydriver = ring.get().inner();
+        // A blocking wait that ends with nothing for Python (only send completions
+        // whose handling calls no Python code: the reply to a request went out, and
+        // its CQE arrived before the next request) waits again, in Rust, until the
+        // deadline: a Python loop iteration per send completion was half of the
+        // iterations with one connection (1.5 selects per request, counted).
+        let (raw, mut side, wakers, enter_err, interrupted, early_actions) = loop {
+            let (ring_fd, tokens, to_submit, flush_err, block) = {
+                let mut inner = self.lock();
+                if inner.closed {
+                    return Err(PyRuntimeError::new_err("the loop core is closed"));
+                }
+                Self::bind(&mut inner, ring);
+                let block = want_block
+                    && inner.backlog.is_empty()
+                    && inner.pending.is_empty()
+                    && inner.resumed.is_empty();
+                let mut driver = pydriver.driver();
+                driver.check_open()?;
+                driver.check_caller(py)?;
+                let flush_err = Self::flush(&mut inner, py, &mut driver.engine).err();
+                // A loop-bound Watcher's own wait may have reaped for us meanwhile.
+                let block = block && !driver.engine.has_backlog();
+                let tokens = if ops.is_empty() {
+                    Vec::new()
+                } else {
+                    driver.begin_submit(py, &ops)?.0
+                };
+                let to_submit = driver.engine.sq_pending();
+                (driver.engine.ring_fd(), tokens, to_submit, flush_err, block)
+            };
+            if let Some(e) = flush_err {
+                // A failed buffer-ring registration: the transports stay unarmed; say so.
+                return Err(errors::io_error(py, &e, None));
+            }
+            let wait = if block { 1 } else { 0 };
+            let flags = crate::uring::IORING_ENTER_GETEVENTS;
+            let t = if block { timeout } else { None };
+            // EINTR: a signal arrived (its Python handler runs below); SQEs the kernel
+            // had not consumed stay in the SQ and go in with the next enter.
+            let outcome = py.detach(|| crate::uring::enter(ring_fd, to_submit, wait, flags, t));
+            let mut enter_err = None;
+            let mut interrupted = false;
+            match outcome {
+                Ok(_) => {}
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::ETIME | libc::EBUSY | libc::EAGAIN) => {}
+                    Some(libc::EINTR) => interrupted = true,
+                    _ => enter_err = Some(e),
+                },
+            }
+            let (raw, mut side, wakers) = {
+                let mut driver = pydriver.driver();
+                if !ops.is_empty() {
+                    let done = Submitted {
+                        accepted: ops.len(),
+                        error: None,
+                    };
+                    driver.finish_submit(py, &ops, &tokens, done)?;
+                }
+                let mut raw = Vec::new();
+                if !driver.is_closed() {
+                    driver
+                        .engine
+                        .reap_after_enter(&mut raw, usize::MAX)
+                        .map_err(|e| errors::io_error(py, &e, None))?;
+                }
+                let mut side = std::mem::take(&mut self.lock().pending);
+                driver.engine.take_side(&mut side);
+                (raw, side, driver.engine.take_signalled(py))
+            };
+            ops.clear(); // submitted: a second pass only waits
+            let sends_only = block
+                && enter_err.is_none()
+                && !interrupted
+                && raw.is_empty()
+                && wakers.is_empty()
+                && !side.is_empty()
+                && side.iter().all(|c| untoken(c.token).2 == KIND_SEND);
+            if !sends_only {
+                break (raw, side, wakers, enter_err, interrupted, None);
+            }
+            // Send completions never resume a transport (`resumed`): absorbing them
+            // here leaves the order of deliveries as it was.
+            let mut actions = Vec::with_capacity(side.len());
+            let quiet = {
+                let mut inner = self.lock();
+                let mut driver = pydriver.driver();
+                Self::absorb(&mut inner, py, &mut driver.engine, &side, &mut actions);
+                inner.backlog.is_empty()
+                    && inner.resumed.is_empty()
+                    && actions
+                        .iter()
+                        .all(|a| Self::send_done_is_quiet(&mut inner, a))
+            };
+            side.clear();
+            if !quiet {
+                break (raw, side, wakers, enter_err, interrupted, Some(actions));
+            }
+            if let Some(d) = deadline {
+                let now = Instant::now();
+                if now >= d {
+                    break (raw, side, wakers, enter_err, interrupted, Some(Vec::new()));
+                }
+                timeout = Some(d - now);
+            }
+        };
+        let (mut results, resumed) = {
+            let mut inner = self.lock();
+            // Taken now: what this step's callbacks resume (or defer) is delivered
+            // by the next select, which then does not block.
+            (
+                std::mem::take(&mut inner.backlog),
+                std::mem::take(&mut inner.resumed),
+            )
+        };
+        // File ops (`ringio._engines`' loop-ring proactor) carry an asyncio future:
+        // settled here, as the eventfd proactor's resolve_futures() does elsewhere.
+        let future_types = FUTURE_TYPES.get_or_try_init(py, || -> PyResult<Py<PyTuple>> {
+            let future = py.import("asyncio")?.getattr("Future")?;
+            let lane = py.import("ringio._engines.many")?.getattr("Lane")?;
+            Ok(PyTuple::new(py, [future, lane])?.unbind())
+        })?;
+        results.extend(pydriver.finish_settling(py, &raw, Some(future_types.bind(py).as_any()))?);
+        // The transports' completions: actions under the lock, then the callbacks.
+        let mut actions = early_actions.unwrap_or_default();
+        if !side.is_empty() {
+            let mut inner = self.lock();
+            let mut driver = pydriver.driver();
+            Self::absorb(&mut inner, py, &mut driver.engine, &side, &mut actions);
+            side.clear();
+        }
+        let mut it = actions.into_iter();
+        let mut failure = None;
+        // Loop-bound Watchers with new completions: their wakers only resolve the
+        // future a `wait_io_async` awaits (they process the CQEs when it resumes).
+        for w in wakers {
+            if let Err(e) = w.call0(py) {
+                if is_fatal(py, &e) {
+                    failure.get_or_insert(e);
+                } else {
+                    e.write_unraisable(py, None);
+                }
+            }
+        }
+        if failure.is_none() {
+            for a in it.by_ref() {
+                if let Err(e) = self.run(py, a) {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        if failure.is_none() {
+            if let Err(e) = self.deliver_resumed(py, resumed) {
+                failure = Some(e);
+            }
+        } else {
+            self.lock().resumed.extend(resumed);
+        }
+        if failure.is_none() && interrupted {
+            if let Err(e) = py.check_signals() {
+                failure = Some(e);
+            }
+        }
+        if failure.is_none() {
+            if let Some(e) = enter_err {
+                failure = Some(errors::io_error(py, &e, None));
+            }
+        }
+        if let Some(e) = failure {
+            // Keep what this step could not hand out: the next select delivers it.
+            let mut inner = self.lock();
+            let ring = inner.ring.as_ref().map(|r| r.clone_ref(py));
+            for a in it {
+                match a {
+                    Action::Data(slot, gen, p) => {
+                        if let Some(c) = inner.conn(slot, gen) {
+                            p.append_to(ring.as_ref(), py, &mut c.backlog);
+                            inner.resumed.push(slot);
+                        } else {
+                            p.discard(ring.as_ref());
+                        }
+                    }
+                    Action::Eof(slot, gen) => {
+                        if let Some(c) = inner.conn(slot, gen) {
+                            c.pending_eof = true;
+                            inner.resumed.push(slot);
+                        }
+                    }
+                    Action::ReadErr(slot, gen, err) => {
+                        if let Some(c) = inner.conn(slot, gen) {
+                            c.pending_err = Some(err);
+                            inner.resumed.push(slot);
+                        }
+                    }
+                    Action::Call(..) | Action::SendDone(..) => {}
+                }
+            }
+            inner.backlog = results;
+            return Err(e);
+        }
+        Ok(results)
+    }
+}
+
+/// asyncio's own cap on a select's wait (`base_events.MAXIMUM_SELECT_TIMEOUT`).
+const MAXIMUM_SELECT_TIMEOUT: f64 = 24.0 * 3600.0;
+
+/// `time.monotonic()`, which `loop.time()` and so every timer's `_when` reads.
+fn monotonic() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists
+    // on Linux, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+static HEAPPOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+fn heappop(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    HEAPPOP
+        .get_or_try_init(py, || Ok(py.import("heapq")?.getattr("heappop")?.unbind()))
+        .map(|f| f.bind(py))
 }

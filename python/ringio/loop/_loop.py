@@ -22,6 +22,7 @@ import heapq
 import os
 import socket
 import sys
+import threading
 import time
 import warnings
 import weakref
@@ -31,7 +32,7 @@ from typing import Any, TypeVar
 
 from .. import uring
 from .._engines import uring_refusal
-from ._selector import RingSelector
+from ._selector import _SELECTS, RingSelector
 from ._transport import RingSocketTransport
 
 _T = TypeVar("_T")
@@ -52,6 +53,7 @@ _MAXIMUM_SELECT_TIMEOUT = base_events.MAXIMUM_SELECT_TIMEOUT
 _MIN_SCHEDULED_TIMER_HANDLES = base_events._MIN_SCHEDULED_TIMER_HANDLES
 _MIN_CANCELLED_TIMER_HANDLES_FRACTION = base_events._MIN_CANCELLED_TIMER_HANDLES_FRACTION
 _heappop = heapq.heappop
+_get_ident = threading.get_ident
 _monotonic = time.monotonic
 _new_handle = object.__new__
 _copy_context = contextvars.copy_context
@@ -128,6 +130,28 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
             )
         ):
             return super()._run_once()
+        sel = self._selector
+        if (
+            sel.__class__ is RingSelector
+            and sel._ring is not None
+            and not (sel._queued or sel._to_arm or sel._backlog or sel._cancel_later)
+            and sel._ring_thread == _get_ident()
+        ):
+            # The whole iteration in one native call (LoopCore.run_once): the
+            # selector has nothing of its own to arm, submit or dispatch first.
+            _SELECTS[0] += 1
+            done = sel._core.run_once(self, sel._ring, self._ready, scheduled, self._stopping)
+            if done is not None:
+                # Completions for the selector (polls, sock_* ops): asyncio
+                # processes events before the timers due and the handles run.
+                events = sel._dispatch(done)
+                if events:
+                    self._process_events(events)
+                events = None
+                sel._core.run_ready(self, self._ready, scheduled)
+            if sel._files:
+                sel._after_select()
+            return
         while scheduled and scheduled[0]._cancelled:
             self._timer_cancelled_count -= 1
             handle = _heappop(scheduled)

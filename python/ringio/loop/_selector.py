@@ -383,10 +383,14 @@ class RingSelector(selectors.BaseSelector):
         # (Nothing from the Driver is the common case: transports' completions are
         # handled inside the core.)
         ready = self._dispatch(done) if done else []
+        if self._files:
+            self._after_select()
+        return ready
+
+    def _after_select(self) -> None:
         for files in self._files:
             if files._queue:
                 files.after_select()
-        return ready
 
     def _dispatch(self, done: list[Any]) -> list[tuple[selectors.SelectorKey, int]]:
         ready: dict[int, int] = {}
