@@ -7,7 +7,8 @@ Contenders: ``ringio`` (phase 2 transports), ``ringio-sel`` (ringio with
 ``RINGIO_LOOP_TRANSPORT=selector``: asyncio's transports on the ring selector, i.e.
 phase 1), ``uvloop``, ``asyncio``, and ``ringio@TREE``: ringio as built in another
 work tree (its ``.venv`` and its ``bench/servers/echo_server.py``), e.g.
-``ringio@/work/main`` to compare a branch with main in the same run. Server and C
+``ringio@/work/main`` to compare a branch with main in the same run, and
+``ringio+VAR=VALUE``: ringio with that environment variable set. Server and C
 client (``bench/build/echoclient``) are pinned to CPU 0. Besides req/s it prints
 the server's CPU time per request (from /proc/<pid>/stat): on a shared machine req/s
 swings with other load on that CPU, the server's own cost per request much less.
@@ -84,6 +85,9 @@ def main() -> None:
                 args = {"uvloop": ["--loop", "uvloop"], "asyncio": []}.get(name, ringio)
                 if name == "ringio-sel":
                     env["RINGIO_LOOP_TRANSPORT"] = "selector"
+                if name.startswith("ringio+"):
+                    var, _, value = name.split("+", 1)[1].partition("=")
+                    env[var] = value
                 cmd = base
                 if name.startswith("ringio@"):
                     tree = name.split("@", 1)[1]
