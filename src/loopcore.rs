@@ -1339,7 +1339,7 @@ impl LoopCore {
                 .get_item(0)?
                 .getattr(intern!(py, "_when"))?
                 .extract()?;
-            Some((when - monotonic()).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
+            Some((when - crate::sys::monotonic()).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
         } else {
             None
         };
@@ -1368,7 +1368,7 @@ impl LoopCore {
             let resolution: f64 = event_loop
                 .getattr(intern!(py, "_clock_resolution"))?
                 .extract()?;
-            let end_time = monotonic() + resolution;
+            let end_time = crate::sys::monotonic() + resolution;
             let heappop = heappop(py)?;
             while !scheduled.is_empty() {
                 let head = scheduled.get_item(0)?;
@@ -2094,18 +2094,6 @@ impl LoopCore {
 
 /// asyncio's own cap on a select's wait (`base_events.MAXIMUM_SELECT_TIMEOUT`).
 const MAXIMUM_SELECT_TIMEOUT: f64 = 24.0 * 3600.0;
-
-/// `time.monotonic()`, which `loop.time()` and so every timer's `_when` reads.
-fn monotonic() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists
-    // on Linux, so the call cannot fail.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
 
 static HEAPPOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 

@@ -123,3 +123,16 @@ pub fn fork_generation() -> u64 {
 pub fn forked_since(generation: u64) -> bool {
     fork_generation() != generation
 }
+
+/// `time.monotonic()` (CLOCK_MONOTONIC in seconds): what `loop.time()`, and so every
+/// asyncio timer's `_when`, reads.
+pub fn monotonic() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on
+    // Linux, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}

@@ -423,16 +423,6 @@ fn timespec(deadline: f64) -> types::Timespec {
     types::Timespec::new().sec(secs).nsec(nsec.min(999_999_999))
 }
 
-fn monotonic() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
-
 /// The native Watcher. Used through `ringio.Watcher`, which maps sockets to
 /// connection ids and wraps accepted fds into socket objects.
 #[pyclass(module = "ringio._core", name = "WatcherCore")]
@@ -1383,7 +1373,7 @@ impl WatcherCore {
         let why = cancel.or((!alive).then_some(Why::Freed));
         let timed_out = |res: i32| {
             (res == -libc::ECANCELED || res == -libc::EINTR || res == -libc::ETIME)
-                && deadline.is_some_and(|d| monotonic() >= d - 0.002)
+                && deadline.is_some_and(|d| crate::sys::monotonic() >= d - 0.002)
         };
         if res < 0 {
             if let Some(bid) = bid {
@@ -1487,7 +1477,7 @@ impl WatcherCore {
 
     /// Queued (not in the kernel) ops past their deadline complete with TimeoutError.
     fn expire(&mut self, py: Python<'_>) -> Option<f64> {
-        let now = monotonic();
+        let now = crate::sys::monotonic();
         let now_ns = (now * 1e9) as u64;
         while let Some(Reverse((ns, slot, serial))) = self.deadlines.peek().copied() {
             let live = self
@@ -1999,14 +1989,14 @@ impl WatcherCore {
             self.collect_cqes();
             self.process(py);
         }
-        let end = timeout.map(|t| monotonic() + t);
+        let end = timeout.map(|t| crate::sys::monotonic() + t);
         while self.ready.is_empty() {
             self.rearm_starved(py);
             let next = self.expire(py);
             if !self.ready.is_empty() {
                 break;
             }
-            let now = monotonic();
+            let now = crate::sys::monotonic();
             if end.is_some_and(|e| now >= e) {
                 break;
             }
@@ -2118,7 +2108,7 @@ impl WatcherCore {
 impl WatcherCore {
     fn queue(&mut self, py: Python<'_>, slot: usize, cid: u64, kind: Kind) {
         if let Some(d) = self.op(slot).deadline {
-            if d <= monotonic() {
+            if d <= crate::sys::monotonic() {
                 self.finish(py, slot, Some(Fail::Timeout), None, false, None);
                 return;
             }
