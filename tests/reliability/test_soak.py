@@ -46,6 +46,10 @@ class Soak:
         self.ops = 0
         self.cancelled = 0
         self.bytes_verified = 0
+        # What each file region holds, carried from one phase's workers to the
+        # next: a phase's first write may be cancelled before it reaches the kernel,
+        # and the region then still holds what the last phase wrote.
+        self.contents: dict[int, bytes] = {}
 
     def start(self, make, *args) -> tuple[_core.Op, asyncio.Future]:
         fut = self.loop.create_future()
@@ -78,13 +82,14 @@ class Soak:
 
     async def file_worker(self, fd: int, index: int, stop: float) -> None:
         offset = index * REGION
-        content = bytes(REGION)
+        content = self.contents.get(index, bytes(REGION))
         while time.monotonic() < stop:
             data = self.rng.randbytes(REGION)
             op, fut = self.start(_core.pwrite, fd, data, offset)
             res = await self.settle(op, fut)
             if res is not None and res > 0:
                 content = data[:res] + content[res:]
+                self.contents[index] = content
             elif res is not None and res < 0:
                 # The kernel really cancelled it: nothing landed.
                 assert res == -errno.ECANCELED, f"pwrite failed: {os.strerror(-res)}"
