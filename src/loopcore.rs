@@ -1321,6 +1321,29 @@ impl LoopCore {
         scheduled: &Bound<'_, PyList>,
         stopping: bool,
     ) -> PyResult<Option<Vec<Py<Completion>>>> {
+        let timeout = Self::select_timeout(event_loop, ready, scheduled, stopping)?;
+        let block = timeout.is_none_or(|t| t > 0.0);
+        let done = self.select_step(py, ring, Vec::new(), block, timeout.filter(|_| block))?;
+        if !done.is_empty() {
+            return Ok(Some(done));
+        }
+        Self::run_ready(event_loop, ready, scheduled)?;
+        Ok(None)
+    }
+
+    /// The first half of asyncio's iteration, before the wait: the cancelled
+    /// timers leave the head of `scheduled` (counted off the loop's
+    /// `_timer_cancelled_count`), then how long the wait may last: 0 when `ready`
+    /// has handles or the loop is stopping, else until the first timer, else None
+    /// (no limit).
+    #[staticmethod]
+    fn select_timeout(
+        event_loop: &Bound<'_, PyAny>,
+        ready: &Bound<'_, PyAny>,
+        scheduled: &Bound<'_, PyList>,
+        stopping: bool,
+    ) -> PyResult<Option<f64>> {
+        let py = event_loop.py();
         let heappop = heappop(py)?;
         while !scheduled.is_empty() {
             let head = scheduled.get_item(0)?;
@@ -1332,7 +1355,7 @@ impl LoopCore {
             let handle = heappop.call1((scheduled,))?;
             handle.setattr(intern!(py, "_scheduled"), false)?;
         }
-        let timeout = if stopping || ready.len()? > 0 {
+        Ok(if stopping || ready.len()? > 0 {
             Some(0.0)
         } else if !scheduled.is_empty() {
             let when: f64 = scheduled
@@ -1342,14 +1365,7 @@ impl LoopCore {
             Some((when - crate::sys::monotonic()).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
         } else {
             None
-        };
-        let block = timeout.is_none_or(|t| t > 0.0);
-        let done = self.select_step(py, ring, Vec::new(), block, timeout.filter(|_| block))?;
-        if !done.is_empty() {
-            return Ok(Some(done));
-        }
-        Self::run_ready(event_loop, ready, scheduled)?;
-        Ok(None)
+        })
     }
 
     /// The second half of asyncio's iteration: timers due by now (within the

@@ -62,74 +62,62 @@ def test_handles_scheduled_by_a_handle_wait_for_the_next_iteration():
     assert same_as_asyncio(scenario) == ["first", "queued before second", "second"]
 
 
-def test_each_iteration_selects_once_between_generations_of_handles():
-    loop = ringio.EventLoop()
-    try:
-        counts = []
+def test_each_iteration_selects_once_between_generations_of_handles(loop):
+    counts = []
 
-        def step(n):
-            counts.append(select_count())
-            if n:
-                loop.call_soon(step, n - 1)
-            else:
-                loop.stop()
+    def step(n):
+        counts.append(select_count())
+        if n:
+            loop.call_soon(step, n - 1)
+        else:
+            loop.stop()
 
-        loop.call_soon(step, 3)
-        loop.run_forever()
-        assert [b - a for a, b in itertools.pairwise(counts)] == [1, 1, 1]
-    finally:
-        loop.close()
+    loop.call_soon(step, 3)
+    loop.run_forever()
+    assert [b - a for a, b in itertools.pairwise(counts)] == [1, 1, 1]
 
 
-def test_a_cancelled_timer_at_the_head_is_dropped_and_counted():
-    loop = ringio.EventLoop()
-    try:
-        seen = []
-        timers = {}
+def test_a_cancelled_timer_at_the_head_is_dropped_and_counted(loop):
+    seen = []
+    timers = {}
 
-        def arm():
-            # Once the loop runs (its ring made, the native iteration in use).
-            timers["early"] = loop.call_later(0.01, seen.append, "early")
-            loop.call_later(0.03, seen.append, "late")
-            loop.call_later(0.05, loop.stop)
-            loop.call_soon(cancel)
+    def arm():
+        # Once the loop runs (its ring made, the native iteration in use).
+        timers["early"] = loop.call_later(0.01, seen.append, "early")
+        loop.call_later(0.03, seen.append, "late")
+        loop.call_later(0.05, loop.stop)
+        loop.call_soon(cancel)
 
-        def cancel():
-            timers["early"].cancel()
-            seen.append(loop._timer_cancelled_count)
-            loop.call_soon(check)
+    def cancel():
+        timers["early"].cancel()
+        seen.append(loop._timer_cancelled_count)
+        loop.call_soon(check)
 
-        def check():
-            # The next iteration dropped it from the head of the heap.
-            seen.append(loop._timer_cancelled_count)
-            seen.append(len(loop._scheduled))
+    def check():
+        # The next iteration dropped it from the head of the heap.
+        seen.append(loop._timer_cancelled_count)
+        seen.append(len(loop._scheduled))
 
-        loop.call_soon(loop.call_soon, arm)
-        loop.run_forever()
-        assert seen == [1, 0, 2, "late"]
-        assert timers["early"]._scheduled is False
-        assert loop._scheduled == []
-    finally:
-        loop.close()
+    loop.call_soon(loop.call_soon, arm)
+    loop.run_forever()
+    assert seen == [1, 0, 2, "late"]
+    assert timers["early"]._scheduled is False
+    assert loop._scheduled == []
 
 
-def test_a_cancelled_timer_does_not_set_the_wait():
+def test_a_cancelled_timer_does_not_set_the_wait(loop):
     # With the cancelled 10 ms timer at the head, the iteration must wait for the
     # next live one (200 ms), not wake at 10 ms: count the selects.
-    loop = ringio.EventLoop()
-    try:
-        counts = []
+    counts = []
 
-        def arm():
-            loop.call_later(0.01, lambda: None).cancel()
-            loop.call_later(0.2, loop.stop)
-            counts.append(select_count())
+    def arm():
+        loop.call_later(0.01, lambda: None).cancel()
+        loop.call_later(0.2, loop.stop)
+        counts.append(select_count())
 
-        loop.call_soon(loop.call_soon, arm)
-        loop.run_forever()
-        assert select_count() - counts[0] <= 2
-    finally:
-        loop.close()
+    loop.call_soon(loop.call_soon, arm)
+    loop.run_forever()
+    assert select_count() - counts[0] <= 2
 
 
 def test_cancelled_ready_handles_are_skipped():
@@ -166,43 +154,35 @@ def test_io_callbacks_run_before_the_timers_due_in_the_same_iteration():
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
-def test_a_fatal_exception_stops_the_iteration_and_keeps_the_rest_queued(exc):
+def test_a_fatal_exception_stops_the_iteration_and_keeps_the_rest_queued(exc, loop):
     def boom():
         raise exc()
 
-    loop = ringio.EventLoop()
-    try:
-        seen = []
-        loop.call_soon(seen.append, "before")
-        loop.call_soon(boom)
-        loop.call_soon(seen.append, "after")
-        with pytest.raises(exc):
-            loop.run_forever()
-        assert seen == ["before"]
-        loop.call_soon(loop.stop)
+    seen = []
+    loop.call_soon(seen.append, "before")
+    loop.call_soon(boom)
+    loop.call_soon(seen.append, "after")
+    with pytest.raises(exc):
         loop.run_forever()
-        assert seen == ["before", "after"]
-    finally:
-        loop.close()
+    assert seen == ["before"]
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    assert seen == ["before", "after"]
 
 
-def test_an_exception_in_a_callback_goes_to_the_handler_and_the_loop_goes_on():
-    loop = ringio.EventLoop()
-    try:
-        errors = []
-        loop.set_exception_handler(lambda lp, ctx: errors.append(ctx["exception"]))
-        seen = []
-        loop.call_soon(lambda: 1 / 0)
-        loop.call_soon(seen.append, "next")
-        loop.call_soon(loop.stop)
-        loop.run_forever()
-        assert seen == ["next"]
-        assert len(errors) == 1 and isinstance(errors[0], ZeroDivisionError)
-    finally:
-        loop.close()
+def test_an_exception_in_a_callback_goes_to_the_handler_and_the_loop_goes_on(loop):
+    errors = []
+    loop.set_exception_handler(lambda lp, ctx: errors.append(ctx["exception"]))
+    seen = []
+    loop.call_soon(lambda: 1 / 0)
+    loop.call_soon(seen.append, "next")
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    assert seen == ["next"]
+    assert len(errors) == 1 and isinstance(errors[0], ZeroDivisionError)
 
 
-def test_the_native_iteration_leaves_the_python_select_alone(monkeypatch):
+def test_the_native_iteration_leaves_the_python_select_alone(monkeypatch, loop):
     # Callbacks and timers only: no poll to arm, nothing for the selector to
     # dispatch, so RingSelector.select (the Python step) is not entered.
     calls = []
@@ -220,15 +200,11 @@ def test_the_native_iteration_leaves_the_python_select_alone(monkeypatch):
         await asyncio.sleep(0.01)
         return "done"
 
-    loop = ringio.EventLoop()
-    try:
-        # The first iteration makes the ring (in the thread that runs the loop).
-        assert loop.run_until_complete(main()) == "done"
-        calls.clear()
-        assert loop.run_until_complete(main()) == "done"
-        assert calls == []
-    finally:
-        loop.close()
+    # The first iteration makes the ring (in the thread that runs the loop).
+    assert loop.run_until_complete(main()) == "done"
+    calls.clear()
+    assert loop.run_until_complete(main()) == "done"
+    assert calls == []
 
 
 def test_stop_from_a_callback_ends_run_forever_after_that_iteration():

@@ -18,12 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import errno
-import heapq
 import os
 import socket
 import sys
 import threading
-import time
 import warnings
 import weakref
 from asyncio import base_events, constants, sslproto
@@ -31,6 +29,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from .. import uring
+from .._core import LoopCore as _LoopCore
 from .._engines import uring_refusal
 from ._selector import _SELECTS, RingSelector
 from ._transport import RingSocketTransport
@@ -49,12 +48,9 @@ _RECV_POOL = 64
 # transport (phase 1), for A/B comparisons; the default is the ring transport.
 _Handle = asyncio.Handle
 _BASE_TIME = base_events.BaseEventLoop.time
-_MAXIMUM_SELECT_TIMEOUT = base_events.MAXIMUM_SELECT_TIMEOUT
 _MIN_SCHEDULED_TIMER_HANDLES = base_events._MIN_SCHEDULED_TIMER_HANDLES
 _MIN_CANCELLED_TIMER_HANDLES_FRACTION = base_events._MIN_CANCELLED_TIMER_HANDLES_FRACTION
-_heappop = heapq.heappop
 _get_ident = threading.get_ident
-_monotonic = time.monotonic
 _new_handle = object.__new__
 _copy_context = contextvars.copy_context
 _RING_TRANSPORT = os.environ.get("RINGIO_LOOP_TRANSPORT", "ring") != "selector"
@@ -114,8 +110,9 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         return handle
 
     def _run_once(self) -> None:
-        # asyncio's iteration (BaseEventLoop._run_once), with the clock read
-        # directly instead of through self.time() (two frames per iteration), no
+        # asyncio's iteration (BaseEventLoop._run_once) in native code (LoopCore:
+        # select_timeout, run_ready, and run_once for both with the wait between),
+        # with the clock read directly instead of through self.time(), no
         # _process_events call for an empty event list, and no clock read at all
         # when no timer is scheduled. Debug mode, a subclass's own time(), and the
         # rare rebuild of a heap full of cancelled timers take asyncio's own.
@@ -148,42 +145,18 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
                 if events:
                     self._process_events(events)
                 events = None
-                sel._core.run_ready(self, self._ready, scheduled)
+                _LoopCore.run_ready(self, self._ready, scheduled)
             if sel._files:
                 sel._after_select()
             return
-        while scheduled and scheduled[0]._cancelled:
-            self._timer_cancelled_count -= 1
-            handle = _heappop(scheduled)
-            handle._scheduled = False
-        ready = self._ready
-        if ready or self._stopping:
-            timeout: float | None = 0
-        elif scheduled:
-            timeout = min(max(0, scheduled[0]._when - _monotonic()), _MAXIMUM_SELECT_TIMEOUT)
-        else:
-            timeout = None
-        event_list = self._selector.select(timeout)
+        # The selector has work of its own first (polls to arm, ops to submit, a
+        # backlog): the same two native halves around its Python select().
+        timeout = _LoopCore.select_timeout(self, self._ready, scheduled, self._stopping)
+        event_list = sel.select(timeout)
         if event_list:
             self._process_events(event_list)
         event_list = None  # breaks cycles when an exception occurs
-        if scheduled:
-            end_time = _monotonic() + self._clock_resolution
-            while scheduled:
-                handle = scheduled[0]
-                if handle._when >= end_time:
-                    break
-                handle = _heappop(scheduled)
-                handle._scheduled = False
-                ready.append(handle)
-        # Only the callbacks ready now run; those they schedule wait for the next
-        # iteration (after another poll), as in asyncio.
-        popleft = ready.popleft
-        for _ in range(len(ready)):
-            handle = popleft()
-            if not handle._cancelled:
-                handle._run()
-        handle = None  # breaks cycles when an exception occurs
+        _LoopCore.run_ready(self, self._ready, scheduled)
 
     # ----------------------------------------------------------- transports
 
