@@ -23,7 +23,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,9 @@ use pyo3::exceptions::{
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyTuple, PyWeakrefReference};
+use pyo3::types::{
+    PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString, PyTuple, PyWeakrefReference,
+};
 
 use crate::buffers::View;
 use crate::engine::{RawCompletion, Submitted};
@@ -1331,6 +1333,58 @@ impl LoopCore {
         Ok(None)
     }
 
+    /// Iterations of the event loop, `run_once` after `run_once`, for as long as
+    /// `EventLoop._run_once`'s conditions for the native iteration hold (checked
+    /// again after each one: a callback may stop the loop, switch debug mode on,
+    /// queue an op or a poll for the selector, or cancel enough timers that asyncio
+    /// rebuilds the heap). Returns when one of them fails (None), or with the
+    /// selector's completions of the last iteration, which the caller dispatches
+    /// before `run_ready`, as with `run_once`. asyncio's `run_forever` calls
+    /// `_run_once` and looks at `_stopping` after each: here both happen without
+    /// going back to Python, whose per-iteration checks were a quarter of an idle
+    /// iteration's instructions.
+    fn run_iterations<'py>(
+        &self,
+        py: Python<'py>,
+        event_loop: &Bound<'py, PyAny>,
+        selector: &Bound<'py, PyAny>,
+        ring: &Bound<'py, Ring>,
+        ready: &Bound<'py, PyAny>,
+        scheduled: &Bound<'py, PyList>,
+    ) -> PyResult<Option<Vec<Py<Completion>>>> {
+        let instance_dict = |o: &Bound<'py, PyAny>| -> PyResult<Bound<'py, PyDict>> {
+            Ok(o.getattr(intern!(py, "__dict__"))?.cast_into::<PyDict>()?)
+        };
+        let loop_dict = instance_dict(event_loop)?;
+        let selector_dict = instance_dict(selector)?;
+        let stopping_now = || -> PyResult<bool> {
+            loop_dict
+                .get_item(intern!(py, "_stopping"))?
+                .map_or(Ok(true), |v| v.is_truthy())
+        };
+        let mut stopping = stopping_now()?;
+        loop {
+            NATIVE_ITERATIONS.fetch_add(1, Ordering::Relaxed);
+            let done = self.run_once(py, event_loop, ring, ready, scheduled, stopping)?;
+            if done.is_some() || stopping {
+                return Ok(done);
+            }
+            stopping = stopping_now()?;
+            if stopping || !Self::native_iteration_ok(&loop_dict, &selector_dict, ring, scheduled)?
+            {
+                return Ok(None);
+            }
+            // Python's eval loop would run a signal's handler between two iterations.
+            py.check_signals()?;
+        }
+    }
+
+    /// Native iterations `run_iterations` has made, for `select_count()`.
+    #[staticmethod]
+    fn iterations() -> u64 {
+        NATIVE_ITERATIONS.load(Ordering::Relaxed)
+    }
+
     /// The first half of asyncio's iteration, before the wait: the cancelled
     /// timers leave the head of `scheduled` (counted off the loop's
     /// `_timer_cancelled_count`), then how long the wait may last: 0 when `ready`
@@ -1402,10 +1456,11 @@ impl LoopCore {
             return Ok(());
         }
         let popleft = ready.getattr(intern!(py, "popleft"))?;
+        let kinds = HandleKinds::get(py)?;
         for _ in 0..count {
             let handle = popleft.call0()?;
             if !handle.getattr(intern!(py, "_cancelled"))?.is_truthy()? {
-                handle.call_method0(intern!(py, "_run"))?;
+                kinds.run(&handle)?;
             }
         }
         Ok(())
@@ -1909,7 +1964,7 @@ impl LoopCore {
         // deadline: a Python loop iteration per send completion was half of the
         // iterations with one connection (1.5 selects per request, counted).
         let (raw, mut side, wakers, enter_err, interrupted, early_actions) = loop {
-            let (ring_fd, tokens, to_submit, flush_err, block) = {
+            let (ring_fd, tokens, to_submit, flush_err, block, skip_enter) = {
                 let mut inner = self.lock();
                 if inner.closed {
                     return Err(PyRuntimeError::new_err("the loop core is closed"));
@@ -1931,7 +1986,9 @@ impl LoopCore {
                     driver.begin_submit(py, &ops)?.0
                 };
                 let to_submit = driver.engine.sq_pending();
-                (driver.engine.ring_fd(), tokens, to_submit, flush_err, block)
+                let skip_enter = !block && to_submit == 0 && driver.engine.defers_taskrun();
+                let fd = driver.engine.ring_fd();
+                (fd, tokens, to_submit, flush_err, block, skip_enter)
             };
             if let Some(e) = flush_err {
                 // A failed buffer-ring registration: the transports stay unarmed; say so.
@@ -1942,7 +1999,14 @@ impl LoopCore {
             let t = if block { timeout } else { None };
             // EINTR: a signal arrived (its Python handler runs below); SQEs the kernel
             // had not consumed stay in the SQ and go in with the next enter.
-            let outcome = py.detach(|| crate::uring::enter(ring_fd, to_submit, wait, flags, t));
+            let outcome = if skip_enter {
+                // Nothing to submit or wait for: the reap below enters only if the
+                // kernel flagged task work (a busy loop of callbacks, e.g. tasks
+                // waking each other, made one syscall per iteration for nothing).
+                Ok(0)
+            } else {
+                py.detach(|| crate::uring::enter(ring_fd, to_submit, wait, flags, t))
+            };
             let mut enter_err = None;
             let mut interrupted = false;
             match outcome {
@@ -2107,6 +2171,128 @@ impl LoopCore {
         Ok(results)
     }
 }
+
+impl LoopCore {
+    /// `EventLoop._run_once`'s conditions for `run_iterations` that a callback
+    /// can change: not in debug mode; the selector has nothing of its own to arm,
+    /// submit, cancel or dispatch, no file proactor to settle, and still this ring;
+    /// and asyncio would not rebuild the timer heap now (more than
+    /// `_MIN_SCHEDULED_TIMER_HANDLES` timers, over half of them cancelled).
+    fn native_iteration_ok(
+        loop_dict: &Bound<'_, PyDict>,
+        selector_dict: &Bound<'_, PyDict>,
+        ring: &Bound<'_, Ring>,
+        scheduled: &Bound<'_, PyList>,
+    ) -> PyResult<bool> {
+        let py = loop_dict.py();
+        // The instances' own dicts, read directly: these are plain attributes of
+        // asyncio's loop and of RingSelector, and seven generic getattrs were a
+        // fifth of an idle iteration. A missing one ends the native iterations.
+        let set = |d: &Bound<'_, PyDict>, name: &Bound<'_, PyString>| {
+            d.get_item(name)?.map_or(Ok(true), |v| v.is_truthy())
+        };
+        if set(loop_dict, intern!(py, "_debug"))? {
+            return Ok(false);
+        }
+        for name in [
+            intern!(py, "_queued"),
+            intern!(py, "_to_arm"),
+            intern!(py, "_backlog"),
+            intern!(py, "_cancel_later"),
+            intern!(py, "_files"),
+        ] {
+            if set(selector_dict, name)? {
+                return Ok(false);
+            }
+        }
+        if !selector_dict
+            .get_item(intern!(py, "_ring"))?
+            .is_some_and(|r| r.is(ring))
+        {
+            return Ok(false);
+        }
+        let timers = scheduled.len();
+        if timers > MIN_SCHEDULED_TIMER_HANDLES {
+            let cancelled: f64 = loop_dict
+                .get_item(intern!(py, "_timer_cancelled_count"))?
+                .map_or(Ok(f64::INFINITY), |c| c.extract())?;
+            if cancelled / timers as f64 > MIN_CANCELLED_TIMER_HANDLES_FRACTION {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// What `Handle._run` needs, looked up once: asyncio's own handle classes (whose
+/// `_run` this does natively; a subclass's own `_run` is called instead),
+/// `Context.run`, and ringio's report of a callback's exception.
+struct HandleKinds {
+    handle: Py<PyAny>,
+    timer_handle: Py<PyAny>,
+    context_run: Py<PyAny>,
+    report: Py<PyAny>,
+}
+
+static HANDLE_KINDS: PyOnceLock<HandleKinds> = PyOnceLock::new();
+
+impl HandleKinds {
+    fn get(py: Python<'_>) -> PyResult<&HandleKinds> {
+        HANDLE_KINDS.get_or_try_init(py, || {
+            let events = py.import("asyncio.events")?;
+            Ok(HandleKinds {
+                handle: events.getattr("Handle")?.unbind(),
+                timer_handle: events.getattr("TimerHandle")?.unbind(),
+                context_run: py
+                    .import("contextvars")?
+                    .getattr("Context")?
+                    .getattr("run")?
+                    .unbind(),
+                report: py
+                    .import("ringio.loop._loop")?
+                    .getattr("_report_callback_error")?
+                    .unbind(),
+            })
+        })
+    }
+
+    /// `handle._run()`: its callback runs in its context; SystemExit and
+    /// KeyboardInterrupt propagate, any other exception goes to the loop's
+    /// exception handler with asyncio's context (`_report_callback_error`). Done
+    /// here for asyncio's own classes, it costs a third of the Python method
+    /// (which unpacks the arguments into a call of `Context.run` inside a `try`).
+    fn run(&self, handle: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = handle.py();
+        let kind = handle.get_type();
+        if !(kind.is(self.handle.bind(py)) || kind.is(self.timer_handle.bind(py))) {
+            return handle.call_method0(intern!(py, "_run")).map(drop);
+        }
+        let context = handle.getattr(intern!(py, "_context"))?;
+        let callback = handle.getattr(intern!(py, "_callback"))?;
+        let args = handle.getattr(intern!(py, "_args"))?;
+        let args = args.cast::<PyTuple>()?;
+        let mut call = Vec::with_capacity(args.len() + 2);
+        call.push(context);
+        call.push(callback);
+        call.extend(args.iter());
+        match self.context_run.bind(py).call1(PyTuple::new(py, call)?) {
+            Ok(_) => Ok(()),
+            Err(e) if is_fatal(py, &e) => Err(e),
+            Err(e) => self
+                .report
+                .bind(py)
+                .call1((handle, e.into_value(py)))
+                .map(drop),
+        }
+    }
+}
+
+/// Native loop iterations so far (all loops of the process).
+static NATIVE_ITERATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// asyncio's thresholds for rebuilding the timer heap (`base_events`).
+const MIN_SCHEDULED_TIMER_HANDLES: usize = 100;
+const MIN_CANCELLED_TIMER_HANDLES_FRACTION: f64 = 0.5;
 
 /// asyncio's own cap on a select's wait (`base_events.MAXIMUM_SELECT_TIMEOUT`).
 const MAXIMUM_SELECT_TIMEOUT: f64 = 24.0 * 3600.0;

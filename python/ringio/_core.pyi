@@ -191,6 +191,16 @@ class LoopCore:
         scheduled: list[Any],
         stopping: bool,
     ) -> list[Completion] | None: ...
+    def run_iterations(
+        self,
+        event_loop: Any,
+        selector: Any,
+        ring: Ring,
+        ready: Any,
+        scheduled: list[Any],
+    ) -> list[Completion] | None: ...
+    @staticmethod
+    def iterations() -> int: ...
     @staticmethod
     def select_timeout(
         event_loop: Any, ready: Any, scheduled: list[Any], stopping: bool

@@ -450,6 +450,14 @@ impl UringEngine {
         out.append(&mut self.side);
     }
 
+    /// DEFER_TASKRUN with TASKRUN_FLAG: completions wait as task work until this
+    /// thread enters, and the kernel sets IORING_SQ_TASKRUN when it queues some, so
+    /// a step with nothing to submit or wait for may skip its enter and let
+    /// `reap_after_enter` enter only when that flag (or a CQ overflow) says so.
+    pub(crate) fn defers_taskrun(&self) -> bool {
+        self.setup.defer_taskrun
+    }
+
     /// SQEs pushed but not yet handed to the kernel.
     pub(crate) fn sq_pending(&mut self) -> u32 {
         self.ring

@@ -218,3 +218,88 @@ def test_stop_from_a_callback_ends_run_forever_after_that_iteration():
         loop.call_soon(seen.append, "same iteration")
 
     assert same_as_asyncio(scenario) == ["stop", "same iteration"]
+
+
+def test_a_callback_error_reaches_the_handler_as_asyncio_reports_it():
+    # asyncio's own handles run natively (LoopCore.run_ready): the handler gets the
+    # context Handle._run would give it, for call_soon's handles and for timers.
+    def scenario(loop, seen):
+        def handler(lp, ctx):
+            seen.append(
+                (
+                    sorted(ctx),
+                    ctx["message"],
+                    type(ctx["exception"]).__name__,
+                    type(ctx["handle"]).__name__,
+                    ctx["handle"]._callback is fail,
+                )
+            )
+
+        def fail(what):
+            raise ValueError(what)
+
+        loop.set_exception_handler(handler)
+        loop.call_soon(fail, "soon")
+        loop.call_later(0.001, fail, "later")
+        loop.call_later(0.05, loop.stop)
+
+    got = same_as_asyncio(scenario)
+    assert [entry[2:] for entry in got] == [
+        ("ValueError", "Handle", True),
+        ("ValueError", "TimerHandle", True),
+    ]
+    assert got[0][1].startswith("Exception in callback ")
+
+
+def test_a_handle_subclass_runs_through_its_own_run(loop):
+    seen = []
+
+    class Traced(asyncio.Handle):
+        __slots__ = ()
+
+        def _run(self):
+            seen.append("own _run")
+            super()._run()
+
+    loop._ready.append(Traced(seen.append, ("callback",), loop))
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    assert seen == ["own _run", "callback"]
+
+
+def test_io_and_timers_arrive_while_callbacks_keep_every_iteration_busy(loop):
+    # A callback that always schedules another leaves no iteration free to wait,
+    # and with nothing to submit the iteration does not enter the kernel unless it
+    # flagged completions (IORING_SQ_TASKRUN): those must still be delivered.
+    a, b = socket.socketpair()
+    got = []
+    iterations = [0]
+
+    class Receiver(asyncio.Protocol):
+        def data_received(self, data):
+            got.append(("data", data, iterations[0]))
+
+    async def connect():
+        return await loop.create_connection(Receiver, sock=a)
+
+    transport, _ = loop.run_until_complete(connect())
+    try:
+
+        def busy():
+            iterations[0] += 1
+            if len(got) < 2 and iterations[0] < 2_000_000:
+                loop.call_soon(busy)
+            else:
+                loop.stop()
+
+        loop.call_later(0.02, lambda: got.append(("timer", None, iterations[0])))
+        loop.call_later(0.05, b.send, b"ping")  # the peer's data arrives meanwhile
+        loop.call_soon(busy)
+        loop.run_forever()
+        assert [kind for kind, _, _ in got] == ["timer", "data"]
+        assert got[1][1] == b"ping"
+        assert iterations[0] < 2_000_000  # delivered while still busy
+    finally:
+        transport.close()
+        b.close()
+        loop.run_until_complete(asyncio.sleep(0))

@@ -24,14 +24,14 @@ import sys
 import threading
 import warnings
 import weakref
-from asyncio import base_events, constants, sslproto
+from asyncio import base_events, constants, format_helpers, sslproto
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from .. import uring
 from .._core import LoopCore as _LoopCore
 from .._engines import uring_refusal
-from ._selector import _SELECTS, RingSelector
+from ._selector import RingSelector
 from ._transport import RingSocketTransport
 
 _T = TypeVar("_T")
@@ -57,6 +57,16 @@ _RING_TRANSPORT = os.environ.get("RINGIO_LOOP_TRANSPORT", "ring") != "selector"
 _STREAM_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX)
 
 __all__ = ["EventLoop", "EventLoopPolicy", "install", "new_event_loop", "run"]
+
+
+def _report_callback_error(handle: asyncio.Handle, exc: BaseException) -> None:
+    # The except branch of asyncio's Handle._run, for LoopCore.run_ready, which
+    # runs asyncio's own handles natively.
+    cb = format_helpers._format_callback_source(handle._callback, handle._args)
+    context = {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
+    if handle._source_traceback:
+        context["source_traceback"] = handle._source_traceback
+    handle._loop.call_exception_handler(context)
 
 
 class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
@@ -134,10 +144,10 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
             and not (sel._queued or sel._to_arm or sel._backlog or sel._cancel_later)
             and sel._ring_thread == _get_ident()
         ):
-            # The whole iteration in one native call (LoopCore.run_once): the
-            # selector has nothing of its own to arm, submit or dispatch first.
-            _SELECTS[0] += 1
-            done = sel._core.run_once(self, sel._ring, self._ready, scheduled, self._stopping)
+            # Whole iterations in one native call (LoopCore.run_iterations: run_once until
+            # the loop stops or a callback leaves the selector work of its own):
+            # the selector has nothing of its own to arm, submit or dispatch first.
+            done = sel._core.run_iterations(self, sel, sel._ring, self._ready, scheduled)
             if done is not None:
                 # Completions for the selector (polls, sock_* ops): asyncio
                 # processes events before the timers due and the handles run.

@@ -97,8 +97,9 @@ _get_ident = threading.get_ident
 
 
 def select_count() -> int:
-    """select() calls made by all RingSelectors of the process so far."""
-    return _SELECTS[0]
+    """Waits on the ring by all RingSelectors of the process so far: their select()
+    calls and the loop's native iterations."""
+    return _SELECTS[0] + _core.LoopCore.iterations()
 
 
 class RingSelector(selectors.BaseSelector):
