@@ -56,24 +56,21 @@ const KIND_SEND: u64 = 1;
 const BIG_BIT: u64 = 1 << 31;
 /// Buffer group of the loop's provided buffers.
 const BGID: u16 = 0x4c;
-/// Buffer group of the `bytes`-backed buffers (`crate::net::bytesring`): transports
-/// whose receives are large take these, so that the kernel copies each message
-/// straight into the `bytes` that `data_received` gets.
-const BIG_BGID: u16 = 0x4d;
-/// Each one a `bytes` of this size: the whole object stays below glibc's default
-/// mmap threshold (128 KiB), so that it comes from the heap and shrinking it to
-/// the received length is a split in place, not an mremap.
+/// Large receives go into a new `bytes` of this size (`receive_large`): the whole
+/// object stays below glibc's default mmap threshold (128 KiB), so that it comes
+/// from the heap and shrinking it to the received length is a split in place, not
+/// an mremap.
 const BIG_BUFSIZE: usize = 128 * 1024 - 256;
-/// Buffers that group provides at a time: about `CACHE_BUDGET` (as for the pool's
-/// window, the kernel fills all of them before the first callback runs; with 8,
-/// 16 or 32 the kernel's copies in and out of them missed the cache and 100 KiB x
-/// 100 cost more than copying out of the pool). Transports it cannot serve wait in
-/// `Inner::starved`.
-const BIG_WINDOW: usize = CACHE_BUDGET / BIG_BUFSIZE;
-/// Entries of that group's ring (at least `BIG_WINDOW`, a power of two).
-const BIG_NBUFS: u16 = 8;
-/// A transport moves to the `bytes`-backed group when it receives at least this
-/// many bytes per batch (moving average), and back below `BIG_OFF`.
+/// Large-receive transports served per select, in the order their data came
+/// (`Inner::ready_large`): about `CACHE_BUDGET` of received bytes. Each one's bytes
+/// go to its protocol right after its receive, while they are in the cache; a
+/// streams protocol keeps them until its task runs, the next iteration, so an
+/// unbounded turn (every readable transport) left 1,000 x 100 KiB in buffers
+/// between two iterations.
+const LARGE_TURNS: usize = CACHE_BUDGET / BIG_BUFSIZE;
+/// A transport moves to the large-receive path (readiness, then a receive into a
+/// new `bytes`) when it receives at least this many bytes per batch (moving
+/// average), and back to the pool's multishot receive below `BIG_OFF`.
 const BIG_ON: usize = 48 * 1024;
 const BIG_OFF: usize = 16 * 1024;
 /// Up to 1024 x 16 KiB (16 MiB, mapped with MAP_NORESERVE). The buffer ring provides
@@ -195,6 +192,14 @@ struct Conn {
     group: usize,
     /// In `Inner::starved`, waiting for buffers.
     starved: bool,
+    /// Large receives: its readiness poll reported data that is not read yet (a
+    /// `Readable` action or a turn in `Inner::resumed` is pending, or it waits for
+    /// reading to resume).
+    readable: bool,
+    /// ... and it reported the peer's EOF or an error (whose report ends the
+    /// stream): the transport keeps its turns until a receive finds it, since no
+    /// further wake-up will come.
+    hup: bool,
     /// Bytes received in CQE batch `rx_batch`, and their moving average over the
     /// batches that brought data (x1): it picks the buffer group.
     rx_acc: usize,
@@ -441,6 +446,9 @@ impl Payload {
 
 enum Action {
     Data(u32, u32, Payload),
+    /// A large-receive transport's socket is readable: receive into a new `bytes`
+    /// and deliver it (see `receive_large`).
+    Readable(u32, u32),
     Eof(u32, u32),
     ReadErr(u32, u32, i32),
     /// Python method of the transport to call: (transport, name, errno or -1).
@@ -467,6 +475,9 @@ struct Inner {
     /// as many at a time as the free buffers can serve. Re-arming all of them at
     /// once made 1,000 connections fail again, one wasted SQE and CQE each.
     starved: VecDeque<(u32, u32)>,
+    /// Large-receive transports whose sockets are readable, in the order their
+    /// data came: each select gives the first `LARGE_TURNS` of them a receive.
+    ready_large: VecDeque<(u32, u32)>,
     ring: Option<Py<Ring>>,
     /// Side CQEs not yet processed (a KeyboardInterrupt stopped the last batch).
     pending: Vec<RawCompletion>,
@@ -506,6 +517,28 @@ impl Inner {
 #[pyclass(module = "ringio._core", frozen)]
 pub struct LoopCore {
     inner: Mutex<Inner>,
+}
+
+/// Counts `n` bytes received in CQE batch `batch`: the previous batch's bytes
+/// (moving average) pick the buffer group. True when the pick changed.
+fn note_received(conn: &mut Conn, n: usize, batch: u64) -> bool {
+    let mut changed = false;
+    if conn.rx_batch != batch {
+        conn.rx_avg = if conn.rx_batch == 0 {
+            conn.rx_acc
+        } else {
+            (conn.rx_avg * 3 + conn.rx_acc) / 4
+        };
+        (conn.rx_acc, conn.rx_batch) = (0, batch);
+        let want =
+            conn.buffered.is_none() && conn.rx_avg >= if conn.big { BIG_OFF } else { BIG_ON };
+        if want != conn.big {
+            conn.big = want;
+            changed = true;
+        }
+    }
+    conn.rx_acc += n;
+    changed
 }
 
 fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
@@ -563,11 +596,7 @@ impl LoopCore {
 
     /// Pushes the SQEs that dirty transports need: arm or cancel the receive, send
     /// the queue, cancel what a released transport left in flight.
-    fn flush(
-        inner: &mut Inner,
-        py: Python<'_>,
-        engine: &mut crate::uring::UringEngine,
-    ) -> std::io::Result<()> {
+    fn flush(inner: &mut Inner, engine: &mut crate::uring::UringEngine) -> std::io::Result<()> {
         Self::unstarve(inner, engine);
         let dirty = std::mem::take(&mut inner.dirty);
         let mut result = Ok(());
@@ -580,29 +609,29 @@ impl LoopCore {
             let fd = types::Fd(c.fd);
             let stop = c.released || c.lost;
             if c.reading && !stop && c.recv == Recv::Off && !c.recv_done && !c.starved {
-                let bgid = if c.big {
-                    match engine.ensure_bigring(BIG_NBUFS, BIG_BUFSIZE, BIG_BGID, BIG_WINDOW) {
-                        Ok(br) => br.refill(py),
-                        Err(e) => {
-                            result = Err(e);
-                            continue;
-                        }
-                    }
-                    BIG_BGID
+                let sqe = if c.big {
+                    // Large receives: readiness, then a receive straight into a new
+                    // `bytes` per turn, transports served in the order their data
+                    // came (see `receive_large`).
+                    opcode::PollAdd::new(fd, (libc::POLLIN | libc::POLLRDHUP) as u32)
+                        .multi(true)
+                        .build()
+                        .user_data(recv_token(slot, gen, true))
                 } else {
                     if let Err(e) = engine.ensure_bufring(NBUFS, BUFSIZE, BGID) {
                         result = Err(e);
                         continue;
                     }
-                    BGID
+                    opcode::RecvMulti::new(fd, BGID)
+                        .build()
+                        .user_data(recv_token(slot, gen, false))
                 };
-                let sqe = opcode::RecvMulti::new(fd, bgid)
-                    .build()
-                    .user_data(recv_token(slot, gen, c.big));
                 engine.push_side(sqe, true)?;
                 c.recv = Recv::On;
                 c.recv_big = c.big;
-            } else if (stop || !c.reading || c.big != c.recv_big) && c.recv == Recv::On {
+            } else if (stop || !c.reading || c.big != c.recv_big || c.recv_done)
+                && c.recv == Recv::On
+            {
                 // Stopped, or moving to the other buffer group: the final CQE
                 // re-arms (see `absorb_cqes`).
                 let sqe = opcode::AsyncCancel::new(recv_token(slot, gen, c.recv_big))
@@ -675,9 +704,7 @@ impl LoopCore {
         }
         let available = engine.bufring.as_ref().map_or(0, |br| br.available);
         let per = inner.bufs_avg.div_ceil(16).max(1);
-        // A `bytes`-backed buffer serves one transport's batch (a message).
-        let big = engine.bigring.as_ref().map_or(0, |br| br.available);
-        let mut budget = (available / per + big).max(1);
+        let mut budget = (available / per).max(1);
         while budget > 0 {
             let Some((slot, gen)) = inner.starved.pop_front() else {
                 break;
@@ -697,12 +724,8 @@ impl LoopCore {
     }
 
     /// Buffer `bid` of a CQE whose bytes are not wanted goes back to its group.
-    fn recycle(engine: &mut crate::uring::UringEngine, big: bool, bid: u16) {
-        if big {
-            if let Some(br) = engine.bigring.as_mut() {
-                br.recycle(bid);
-            }
-        } else if let Some(br) = engine.bufring.as_mut() {
+    fn recycle(engine: &mut crate::uring::UringEngine, bid: u16) {
+        if let Some(br) = engine.bufring.as_mut() {
             br.available -= 1;
             br.give(bid);
             br.refill();
@@ -721,14 +744,6 @@ impl LoopCore {
         let batch = inner.batch;
         let mut groups: Vec<Group> = Vec::new();
         Self::absorb_cqes(inner, py, engine, cqes, actions, batch, &mut groups);
-        // `bytes`-backed buffers taken by this batch are replaced now, while the
-        // taken ones are still alive: freed only after their callbacks, they leave
-        // holes that malloc hands out again, where freeing them first merged them
-        // into the top of the heap, which malloc then trimmed (brk) and faulted in
-        // anew (2 page faults per request at 100 KiB x 100).
-        if let Some(br) = engine.bigring.as_mut() {
-            br.refill(py);
-        }
         let (bufs, bytes) = groups.iter().fold((0, 0), |(b, n), g| {
             (b + g.2.len(), n + g.2.iter().map(|s| s.1).sum::<usize>())
         });
@@ -772,10 +787,34 @@ impl LoopCore {
             let big = kind == KIND_RECV && c.token & BIG_BIT != 0;
             let Some(conn) = inner.conn(slot, gen) else {
                 if let Some(bid) = bid {
-                    Self::recycle(engine, big, bid);
+                    Self::recycle(engine, bid);
                 }
                 continue;
             };
+            if big {
+                // The readiness poll of a large-receive transport.
+                if !c.more {
+                    conn.recv = Recv::Off;
+                }
+                let live = !conn.released && !conn.lost && !conn.recv_done;
+                if res > 0 && live {
+                    if res & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) as i32 != 0 {
+                        conn.hup = true;
+                    }
+                    if !conn.readable {
+                        conn.readable = true;
+                        inner.ready_large.push_back((slot, gen));
+                    }
+                } else if res < 0 && res != -libc::ECANCELED && live {
+                    conn.recv_done = true;
+                    actions.push(Action::ReadErr(slot, gen, -res));
+                }
+                if !c.more {
+                    inner.mark(slot);
+                }
+                inner.maybe_free(slot);
+                continue;
+            }
             if kind == KIND_RECV {
                 if !c.more {
                     conn.recv = Recv::Off;
@@ -783,49 +822,9 @@ impl LoopCore {
                 let live = !conn.released && !conn.lost;
                 let mut remark = false;
                 if res > 0 && live {
-                    if conn.rx_batch != batch {
-                        // The previous batch's bytes pick the buffer group.
-                        conn.rx_avg = if conn.rx_batch == 0 {
-                            conn.rx_acc
-                        } else {
-                            (conn.rx_avg * 3 + conn.rx_acc) / 4
-                        };
-                        (conn.rx_acc, conn.rx_batch) = (0, batch);
-                        let want = conn.buffered.is_none()
-                            && conn.rx_avg >= if conn.big { BIG_OFF } else { BIG_ON };
-                        if want != conn.big {
-                            conn.big = want;
-                            remark = true;
-                        }
-                    }
-                    conn.rx_acc += res as usize;
+                    remark = note_received(conn, res as usize, batch);
                 }
-                if res > 0 && big {
-                    let bid = bid.expect("a multishot receive CQE carries a buffer");
-                    let br = engine
-                        .bigring
-                        .as_mut()
-                        .expect("recv CQE without a buffer ring");
-                    if live {
-                        // The kernel received straight into this `bytes`.
-                        if let Some(obj) = br.take(py, bid, res as usize) {
-                            if !conn.reading || !conn.backlog.is_empty() {
-                                conn.backlog.extend_from_slice(obj.as_bytes(py));
-                            } else {
-                                conn.data_batch = batch;
-                                actions.push(Action::Data(slot, gen, Payload::Obj(obj)));
-                            }
-                        } else {
-                            // No memory to shrink it: those bytes are gone, so the
-                            // stream cannot go on; say so (a fatal ENOMEM) rather than
-                            // deliver the stream with a hole in it.
-                            conn.recv_done = true;
-                            actions.push(Action::ReadErr(slot, gen, libc::ENOMEM));
-                        }
-                    } else {
-                        br.recycle(bid);
-                    }
-                } else if res > 0 {
+                if res > 0 {
                     let br = engine
                         .bufring
                         .as_mut()
@@ -867,7 +866,7 @@ impl LoopCore {
                     }
                 } else {
                     if let Some(bid) = bid {
-                        Self::recycle(engine, big, bid);
+                        Self::recycle(engine, bid);
                     }
                     let deferred = conn.data_batch == batch;
                     let mut starved = false;
@@ -963,6 +962,7 @@ impl LoopCore {
     /// `_fatal_error`), which stop the batch.
     fn run(&self, py: Python<'_>, action: Action) -> PyResult<()> {
         match action {
+            Action::Readable(slot, gen) => self.receive_large(py, slot, gen),
             Action::Data(slot, gen, payload) => {
                 let (tr, dr, buffered, ring) = {
                     let mut inner = self.lock();
@@ -1223,6 +1223,94 @@ impl LoopCore {
         }
     }
 
+    /// A large-receive transport's turn: one receive (MSG_DONTWAIT) into a new
+    /// `bytes` of `BIG_BUFSIZE`, cut to what came and handed to `data_received` at
+    /// once, as uvloop reads each ready socket and calls back before the next (the
+    /// bytes are still in the cache). A full buffer may have left more: the
+    /// transport takes another turn at the next select, after the others ready now.
+    /// The kernel writes the object only during the syscall; no Python code can see
+    /// it before.
+    fn receive_large(&self, py: Python<'_>, slot: u32, gen: u32) -> PyResult<()> {
+        let fd = {
+            let mut inner = self.lock();
+            let Some(c) = inner.conn(slot, gen) else {
+                return Ok(());
+            };
+            // Without its readiness poll armed (ended, or cancelled to move to the
+            // pool's multishot receive), the receive armed next reports the data:
+            // reading it here could race that receive.
+            if c.released || c.lost || c.recv_done || c.recv != Recv::On || !c.recv_big {
+                c.readable = false;
+                return Ok(());
+            }
+            if !c.reading || !c.backlog.is_empty() {
+                // `set_reading(True)` gives it its turn.
+                c.readable = true;
+                return Ok(());
+            }
+            c.readable = false;
+            c.fd
+        };
+        let Some(obj) = crate::net::pybytes::uninit_bytes(py, BIG_BUFSIZE) else {
+            return self.fail_receive(py, slot, gen, libc::ENOMEM);
+        };
+        // SAFETY: `obj` is a new bytes of BIG_BUFSIZE bytes that only this frame
+        // references; the kernel writes at most that many into it, during the call.
+        let n = unsafe {
+            let p = pyo3::ffi::PyBytes_AsString(obj.as_ptr());
+            libc::recv(fd, p.cast(), BIG_BUFSIZE, libc::MSG_DONTWAIT)
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO);
+            return match e {
+                libc::EAGAIN | libc::EINTR => Ok(()),
+                e => self.fail_receive(py, slot, gen, e),
+            };
+        }
+        if n == 0 {
+            self.end_receive(slot, gen);
+            return self.run(py, Action::Eof(slot, gen));
+        }
+        let n = n as usize;
+        {
+            let mut inner = self.lock();
+            let batch = inner.batch;
+            if let Some(c) = inner.conn(slot, gen) {
+                let regroup = note_received(c, n, batch);
+                if n == BIG_BUFSIZE || c.hup {
+                    // Another turn, after the transports readable now.
+                    c.readable = true;
+                    inner.ready_large.push_back((slot, gen));
+                }
+                if regroup {
+                    inner.mark(slot);
+                }
+            }
+        }
+        let Some(obj) = crate::net::pybytes::shrink(py, obj, n) else {
+            return self.fail_receive(py, slot, gen, libc::ENOMEM);
+        };
+        self.run(py, Action::Data(slot, gen, Payload::Obj(obj)))
+    }
+
+    /// The large-receive path is done with this transport (EOF or an error): its
+    /// readiness poll is cancelled by the next flush.
+    fn end_receive(&self, slot: u32, gen: u32) {
+        let mut inner = self.lock();
+        if let Some(c) = inner.conn(slot, gen) {
+            c.recv_done = true;
+            c.readable = false;
+            inner.mark(slot);
+        }
+    }
+
+    fn fail_receive(&self, py: Python<'_>, slot: u32, gen: u32, errno: i32) -> PyResult<()> {
+        self.end_receive(slot, gen);
+        self.run(py, Action::ReadErr(slot, gen, errno))
+    }
+
     /// Delivers the backlogs of resumed transports (bytes, then EOF or error).
     fn deliver_resumed(&self, py: Python<'_>, resumed: Vec<u32>) -> PyResult<()> {
         let mut it = resumed.into_iter();
@@ -1238,7 +1326,7 @@ impl LoopCore {
 
     fn deliver_one(&self, py: Python<'_>, slot: u32) -> PyResult<()> {
         {
-            let (gen, data, eof, err) = {
+            let (gen, data, eof, err, readable) = {
                 let mut inner = self.lock();
                 let Some(Some(c)) = inner.conns.get_mut(slot as usize) else {
                     return Ok(());
@@ -1251,6 +1339,7 @@ impl LoopCore {
                     std::mem::take(&mut c.backlog),
                     std::mem::take(&mut c.pending_eof),
                     c.pending_err.take(),
+                    c.readable,
                 )
             };
             if !data.is_empty() {
@@ -1260,6 +1349,8 @@ impl LoopCore {
                 self.run(py, Action::Eof(slot, gen))?;
             } else if let Some(e) = err {
                 self.run(py, Action::ReadErr(slot, gen, e))?;
+            } else if readable {
+                self.receive_large(py, slot, gen)?;
             }
         }
         Ok(())
@@ -1507,6 +1598,8 @@ impl LoopCore {
             group_batch: 0,
             group: 0,
             starved: false,
+            readable: false,
+            hup: false,
             rx_acc: 0,
             rx_batch: 0,
             rx_avg: 0,
@@ -1565,7 +1658,8 @@ impl LoopCore {
             return;
         };
         c.reading = on;
-        let resume = on && (!c.backlog.is_empty() || c.pending_eof || c.pending_err.is_some());
+        let resume =
+            on && (!c.backlog.is_empty() || c.pending_eof || c.pending_err.is_some() || c.readable);
         if resume {
             inner.resumed.push(slot);
         }
@@ -1698,8 +1792,7 @@ impl LoopCore {
         if driver.is_closed() || driver.check_caller(py).is_err() {
             return Ok(());
         }
-        Self::flush(&mut inner, py, &mut driver.engine)
-            .map_err(|e| errors::io_error(py, &e, None))?;
+        Self::flush(&mut inner, &mut driver.engine).map_err(|e| errors::io_error(py, &e, None))?;
         let n = driver.engine.sq_pending();
         if n > 0 {
             let fd = driver.engine.ring_fd();
@@ -1763,7 +1856,7 @@ impl LoopCore {
         with_bufring(ring.as_ref(), |br| br.map_or(0, |br| br.target()))
     }
 
-    /// Transports whose armed receive takes `bytes`-backed buffers (tests).
+    /// Transports on the large-receive path, their readiness poll armed (tests).
     #[getter]
     fn big_receives(&self) -> usize {
         let inner = self.lock();
@@ -1773,17 +1866,6 @@ impl LoopCore {
             .flatten()
             .filter(|c| c.recv == Recv::On && c.recv_big)
             .count()
-    }
-
-    /// `bytes`-backed buffers provided at a time (tests; 0 before the first
-    /// large receive).
-    #[getter]
-    fn big_window(&self, py: Python<'_>) -> usize {
-        let ring = self.lock().ring.as_ref().map(|r| r.clone_ref(py));
-        let Some(ring) = ring else { return 0 };
-        let pydriver = ring.get().inner();
-        let driver = pydriver.driver();
-        driver.engine.bigring.as_ref().map_or(0, |br| br.window())
     }
 
     /// Transports waiting for buffers to re-arm their receive (tests).
@@ -1973,11 +2055,12 @@ impl LoopCore {
                 let block = want_block
                     && inner.backlog.is_empty()
                     && inner.pending.is_empty()
-                    && inner.resumed.is_empty();
+                    && inner.resumed.is_empty()
+                    && inner.ready_large.is_empty();
                 let mut driver = pydriver.driver();
                 driver.check_open()?;
                 driver.check_caller(py)?;
-                let flush_err = Self::flush(&mut inner, py, &mut driver.engine).err();
+                let flush_err = Self::flush(&mut inner, &mut driver.engine).err();
                 // A loop-bound Watcher's own wait may have reaped for us meanwhile.
                 let block = block && !driver.engine.has_backlog();
                 let tokens = if ops.is_empty() {
@@ -2057,6 +2140,7 @@ impl LoopCore {
                 Self::absorb(&mut inner, py, &mut driver.engine, &side, &mut actions);
                 inner.backlog.is_empty()
                     && inner.resumed.is_empty()
+                    && inner.ready_large.is_empty()
                     && actions
                         .iter()
                         .all(|a| Self::send_done_is_quiet(&mut inner, a))
@@ -2092,11 +2176,17 @@ impl LoopCore {
         results.extend(pydriver.finish_settling(py, &raw, Some(future_types.bind(py).as_any()))?);
         // The transports' completions: actions under the lock, then the callbacks.
         let mut actions = early_actions.unwrap_or_default();
-        if !side.is_empty() {
+        {
             let mut inner = self.lock();
-            let mut driver = pydriver.driver();
-            Self::absorb(&mut inner, py, &mut driver.engine, &side, &mut actions);
-            side.clear();
+            if !side.is_empty() {
+                let mut driver = pydriver.driver();
+                Self::absorb(&mut inner, py, &mut driver.engine, &side, &mut actions);
+                side.clear();
+            }
+            let turns = inner.ready_large.len().min(LARGE_TURNS);
+            for (slot, gen) in inner.ready_large.drain(..turns) {
+                actions.push(Action::Readable(slot, gen));
+            }
         }
         let mut it = actions.into_iter();
         let mut failure = None;
@@ -2162,6 +2252,7 @@ impl LoopCore {
                             inner.resumed.push(slot);
                         }
                     }
+                    Action::Readable(slot, gen) => inner.ready_large.push_back((slot, gen)),
                     Action::Call(..) | Action::SendDone(..) => {}
                 }
             }

@@ -12,7 +12,7 @@
 
 mod addr;
 pub(crate) mod bufring;
-pub(crate) mod bytesring;
+pub(crate) mod pybytes;
 pub(crate) mod ring;
 
 use std::cmp::Reverse;

@@ -70,10 +70,6 @@ pub struct UringEngine {
     /// The loop core's provided-buffer ring, registered on this ring. Declared after
     /// `ring` and cleared after it in `shutdown`: its memory must outlive the ring.
     pub(crate) bufring: Option<crate::net::bufring::BufRing>,
-    /// The loop core's ring of `bytes`-backed buffers (large messages); like
-    /// `bufring`, declared after `ring` and cleared after it: the kernel may write
-    /// into its objects until the ring is gone.
-    pub(crate) bigring: Option<crate::net::bytesring::BytesRing>,
     /// Driver CQEs reaped by a loop-bound Watcher's own wait (`reap_aside`): the
     /// next `reap_now` returns them first.
     held: Vec<RawCompletion>,
@@ -152,7 +148,6 @@ impl UringEngine {
                         side: Vec::new(),
                         side_inflight: 0,
                         bufring: None,
-                        bigring: None,
                         held: Vec::new(),
                         sinks: Vec::new(),
                         signalled: Vec::new(),
@@ -477,22 +472,6 @@ impl UringEngine {
             self.bufring = Some(br);
         }
         Ok(())
-    }
-
-    /// Registers the loop core's ring of `bytes`-backed buffers (once).
-    pub(crate) fn ensure_bigring(
-        &mut self,
-        nbufs: u16,
-        bufsize: usize,
-        bgid: u16,
-        window: usize,
-    ) -> io::Result<&mut crate::net::bytesring::BytesRing> {
-        if self.bigring.is_none() {
-            let br =
-                crate::net::bytesring::BytesRing::new(self.ring()?, nbufs, bufsize, bgid, window)?;
-            self.bigring = Some(br);
-        }
-        Ok(self.bigring.as_mut().expect("just set"))
     }
 
     fn get_events(&self) -> io::Result<()> {
@@ -930,7 +909,6 @@ impl Engine for UringEngine {
         self.ring = None;
         // After the ring: the kernel no longer reads the buffer ring.
         self.bufring = None;
-        self.bigring = None;
         Ok(())
     }
 }

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import fcntl
 import gc
 import os
 import socket
 import subprocess
 import sys
 import tempfile
+import termios
 import warnings
 
 import pytest
@@ -962,10 +964,11 @@ def test_a_reply_sent_does_not_cost_a_loop_iteration(loop, run):
 
 
 def test_large_receives_go_straight_into_bytes(loop, run):
-    """A transport that receives large messages moves to the `bytes`-backed buffer
-    group (the kernel receives into the `bytes` that data_received gets, at most
-    128 KiB each) and back to the pool when its messages get small again. Every
-    byte arrives, in order, across both moves and across a pause in the middle."""
+    """A transport that receives large messages moves to the large-receive path
+    (a readiness poll, then a receive into the `bytes` that data_received gets, at
+    most 128 KiB each) and back to the pool's multishot receive when its messages
+    get small again. Every byte arrives, in order, across both moves and across a
+    pause in the middle."""
     big_max = 128 * 1024 - 256
 
     async def main():
@@ -985,7 +988,6 @@ def test_large_receives_go_straight_into_bytes(loop, run):
         for i in range(6):
             await send(_pattern(100_000 + i))
         assert core.big_receives == 1
-        assert core.big_window == 4
         sizes.clear()
         for i in range(4):
             await send(_pattern(300_000 + i))
@@ -1098,31 +1100,31 @@ def test_select_enters_the_kernel_once_per_iteration(loop, run):
         os.sched_setaffinity(0, saved)
 
 
-@pytest.mark.parametrize("path", ["pool", "resumed backlog", "bytes group"])
+@pytest.mark.parametrize("path", ["pool", "resumed backlog", "large receive"])
 def test_no_memory_for_received_bytes_fails_the_transport(loop, run, path):
     """When the `bytes` for received data cannot be made (memory ran out: simulated
     with a test hook), those bytes are lost, so the transport fails, as asyncio's
     does for a MemoryError in recv: connection_lost gets the error and the protocol
     never sees the stream with a hole in it. Each way data reaches data_received:
     copied out of the provided-buffer pool, a paused transport's backlog delivered
-    on resume, and the `bytes`-backed group the kernel receives into."""
+    on resume, and the large receive straight into a new `bytes`."""
     from ringio import _core
 
     handled: list[dict] = []
     loop.set_exception_handler(lambda lp, ctx: handled.append(ctx))
-    size = 100_000 if path == "bytes group" else 700
+    size = 100_000 if path == "large receive" else 700
 
     async def main():
         proto, cli = await _pair(loop)
         core = loop._selector._core
         before = bytearray()
-        for i in range(8 if path == "bytes group" else 1):  # 8: into the bytes group
+        for i in range(8 if path == "large receive" else 1):  # 8: onto that path
             msg = _pattern(size + i)
             before += msg
             await loop.sock_sendall(cli, msg)
             while len(proto.data) < len(before):
                 await asyncio.sleep(0.001)
-        assert core.big_receives == (1 if path == "bytes group" else 0)
+        assert core.big_receives == (1 if path == "large receive" else 0)
         if path == "resumed backlog":
             proto.transport.pause_reading()
             await loop.sock_sendall(cli, b"lost" * 100)
@@ -1142,9 +1144,168 @@ def test_no_memory_for_received_bytes_fails_the_transport(loop, run, path):
         exc = run(main())
     finally:
         _core._fail_receive_allocations(0)
-    if path == "bytes group":
-        # The kernel had written the bytes into the object that could not be shrunk.
+    if path == "large receive":
+        # No object to receive into: the transport fails as when the kernel had
+        # written into one that could not be shrunk.
         assert isinstance(exc, OSError) and exc.errno == errno.ENOMEM, exc
     else:
         assert isinstance(exc, MemoryError), exc
         assert [c["message"] for c in handled] == ["Fatal read error on socket transport"]
+
+
+async def _on_large_path(loop, proto, cli, count: int = 6) -> None:
+    """Sends `count` 100 KB messages and waits for them: the transport then takes
+    the large-receive path."""
+    sent = len(proto.data)
+    for i in range(count):
+        await loop.sock_sendall(cli, _pattern(100_000 + i))
+        sent += 100_000 + i
+        while len(proto.data) < sent:
+            await asyncio.sleep(0.001)
+
+
+def test_large_receives_take_turns_in_the_order_data_came(loop, run):
+    """Transports on the large-receive path are served in the order their sockets
+    became readable, a few per iteration, never a later one before an earlier one:
+    with the loop held up while eight peers send in turn, the first bytes each
+    transport gets come in the order the peers sent them."""
+    import threading
+    import time
+
+    async def main():
+        pairs = [await _pair(loop) for _ in range(8)]
+        core = loop._selector._core
+        for proto, cli in pairs:
+            await _on_large_path(loop, proto, cli)
+        assert core.big_receives == len(pairs)
+        order: list[int] = []
+        for i, (proto, _) in enumerate(pairs):
+            proto.on_data = lambda d, i=i: order.append(i)
+        msg = _pattern(100_000)
+
+        def peers() -> None:
+            for _, cli in pairs:
+                cli.setblocking(True)
+                cli.sendall(msg)
+                time.sleep(0.01)  # each socket readable before the next
+
+        sender = threading.Thread(target=peers)
+        sender.start()
+        time.sleep(0.3)  # the loop is held up: every socket is readable by now
+        sender.join(5)
+        for proto, _ in pairs:
+            while len(proto.data) < 600_015 + 100_000:
+                await asyncio.sleep(0.001)
+        firsts = list(dict.fromkeys(order))
+        assert firsts == list(range(len(pairs))), order
+        for proto, cli in pairs:
+            assert bytes(proto.data[-100_000:]) == msg
+            proto.transport.close()
+            cli.close()
+
+    run(main(), timeout=30)
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.05])
+def test_large_receive_sees_the_eof_that_came_with_the_data(loop, run, gap):
+    """The peer's last message and its EOF arrive together (or apart): the readiness
+    poll reports them once, so the transport keeps receiving until the EOF, which
+    no later wake-up would report: every byte, then eof_received, then
+    connection_lost."""
+    import time
+
+    async def main():
+        proto, cli = await _pair(loop)
+        await _on_large_path(loop, proto, cli)
+        assert loop._selector._core.big_receives == 1
+        before = len(proto.data)
+        tail = _pattern(300_000)
+
+        def peer() -> None:
+            cli.setblocking(True)
+            cli.sendall(tail)
+            time.sleep(gap)
+            cli.shutdown(socket.SHUT_WR)
+
+        await loop.run_in_executor(None, peer)
+        assert await asyncio.wait_for(proto.done, 5) is None
+        assert bytes(proto.data[before:]) == tail
+        assert proto.events == ["made", "eof", "lost"]
+        cli.close()
+
+    run(main(), timeout=30)
+
+
+def test_large_receive_reports_a_reset_like_asyncio(loop, run):
+    handler_calls = []
+    loop.set_exception_handler(lambda lp, ctx: handler_calls.append(ctx))
+
+    async def main():
+        proto, cli = await _pair(loop)
+        await _on_large_path(loop, proto, cli)
+        assert loop._selector._core.big_receives == 1
+        cli.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        await loop.sock_sendall(cli, b"x" * 100)
+        await asyncio.sleep(0.02)
+        cli.close()  # RST
+        exc = await asyncio.wait_for(proto.done, 5)
+        assert isinstance(exc, ConnectionResetError)
+        assert not handler_calls
+
+    run(main(), timeout=30)
+
+
+def test_large_receive_paused_and_resumed_around_its_turn_loses_nothing(loop, run):
+    """Another transport's callback pauses a large-receive transport just before its
+    turn in the same select, and a handle resumes it before the next: its readiness
+    poll stays armed and reported the waiting data only once, so the resume must
+    give it its turn back (no wake-up comes again: all the data is already in the
+    socket's buffer)."""
+
+    async def main():
+        big, big_cli = await _pair(loop)
+        small, small_cli = await _pair(loop)
+        await _on_large_path(loop, big, big_cli)
+        tr = big.transport
+        tr.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        big_cli.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        paused_before_turn = []
+
+        def on_big(_):
+            if not paused_before_turn:
+                # Its next turn (a full buffer: another one is queued) and the
+                # small transport's data meet in the next select.
+                small_cli.send(b"p")
+
+        def on_small(_):
+            if not paused_before_turn:
+                paused_before_turn.append(True)
+                tr.pause_reading()
+                loop.call_soon(tr.resume_reading)
+
+        big.on_data = on_big
+        small.on_data = on_small
+        tr.pause_reading()
+        before = len(big.data)
+        data = _pattern(1_000_000)
+        big_cli.setblocking(True)
+        big_cli.sendall(data)
+        sock = tr.get_extra_info("socket")
+        for _ in range(500):  # until all of it is in the receiver's buffer
+            waiting = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+            if int.from_bytes(waiting, "little") == len(data):
+                break
+            await asyncio.sleep(0.002)
+        assert int.from_bytes(waiting, "little") == len(data)
+        tr.resume_reading()
+        deadline = loop.time() + 5
+        while len(big.data) < before + len(data) and loop.time() < deadline:
+            await asyncio.sleep(0.001)
+        assert paused_before_turn
+        assert len(big.data) - before == len(data), "stalled with data waiting"
+        assert bytes(big.data[before:]) == data
+        for t, c in ((tr, big_cli), (small.transport, small_cli)):
+            t.close()
+            c.close()
+
+    run(main(), timeout=30)
