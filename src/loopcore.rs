@@ -213,6 +213,28 @@ struct Conn {
 unsafe impl Send for Conn {}
 
 impl Conn {
+    /// Frees the transport's state, when the core lets go of it without waiting
+    /// for its ops (`close_all`, the core's `Drop`). `kernel_done`: the ring the
+    /// ops went to was shut down (every CQE of the core has arrived), so the
+    /// kernel no longer reads any of it. Otherwise, with a send in flight, what
+    /// the send's SQE points at (the queued chunks, including `bytes` objects
+    /// sent from their own storage, the iovecs and the msghdr) is leaked, never
+    /// freed: the kernel may still read it, and nothing would be left to see the
+    /// send's CQE. Only the chunks the send covers (the first `iov.len()`) are
+    /// kept; the Python references and the rest are released. (A receive in
+    /// flight uses only the ring's provided buffers, which the ring's engine
+    /// owns, not this Conn.)
+    fn dispose(mut self, kernel_done: bool) {
+        if self.send_inflight && !kernel_done {
+            self.queue.truncate(self.iov.len());
+            let queue = std::mem::take(&mut self.queue);
+            let iov = std::mem::take(&mut self.iov);
+            // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+            let msg = std::mem::replace(&mut self.msg, Box::new(unsafe { std::mem::zeroed() }));
+            std::mem::forget((queue, iov, msg));
+        }
+    }
+
     fn idle(&self) -> bool {
         self.recv == Recv::Off && !self.send_inflight
     }
@@ -509,6 +531,17 @@ pub struct LoopCore {
 fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
     // Every critical section leaves the state consistent, so poisoning is harmless.
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `ring` was shut down: its engine waited for the final CQE of every op,
+/// the core's included, so the kernel reads and writes none of the core's memory
+/// any more. False when that is not known (the shutdown failed, as it does in a
+/// thread that does not own a SINGLE_ISSUER ring; or the driver is busy).
+fn ring_finished(ring: &Py<Ring>) -> bool {
+    ring.get()
+        .inner()
+        .try_driver()
+        .is_some_and(|d| !d.engine.is_live())
 }
 
 fn is_fatal(py: Python<'_>, e: &PyErr) -> bool {
@@ -1658,8 +1691,8 @@ impl LoopCore {
     }
 
     /// Drops every transport reference (the loop is closing; its ring has been
-    /// closed, or is kept alive elsewhere). Chunks a live ring may still read are
-    /// leaked rather than freed.
+    /// closed, or is kept alive elsewhere). Chunks a ring that was not shut down
+    /// may still read are leaked rather than freed.
     fn close_all(&self, py: Python<'_>) {
         let (conns, ring) = {
             let mut inner = self.lock();
@@ -1669,13 +1702,12 @@ impl LoopCore {
             inner.pending.clear();
             (std::mem::take(&mut inner.conns), inner.ring.take())
         };
-        let ring_done = ring.as_ref().is_none_or(|r| r.get().inner().is_closed());
+        // Not `is_closed()`: a ring whose close failed (another thread owns it; the
+        // selector keeps it in its graveyard) is closed for Python but not shut
+        // down, and its kernel may still read a send's chunks.
+        let ring_done = ring.as_ref().is_none_or(ring_finished);
         for c in conns.into_iter().flatten() {
-            if c.send_inflight && !ring_done {
-                std::mem::forget(c);
-            } else {
-                drop(c);
-            }
+            c.dispose(ring_done);
         }
         let _ = py;
     }
