@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, types};
@@ -37,6 +37,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{
     PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString, PyTuple, PyWeakrefReference,
 };
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::buffers::View;
 use crate::engine::{RawCompletion, Submitted};
@@ -220,6 +221,28 @@ struct Conn {
 unsafe impl Send for Conn {}
 
 impl Conn {
+    /// Frees the transport's state, when the core lets go of it without waiting
+    /// for its ops (`close_all`, the core's `Drop`). `kernel_done`: the ring the
+    /// ops went to was shut down (every CQE of the core has arrived), so the
+    /// kernel no longer reads any of it. Otherwise, with a send in flight, what
+    /// the send's SQE points at (the queued chunks, including `bytes` objects
+    /// sent from their own storage, the iovecs and the msghdr) is leaked, never
+    /// freed: the kernel may still read it, and nothing would be left to see the
+    /// send's CQE. Only the chunks the send covers (the first `iov.len()`) are
+    /// kept; the Python references and the rest are released. (A receive in
+    /// flight uses only the ring's provided buffers, which the ring's engine
+    /// owns, not this Conn.)
+    fn dispose(mut self, kernel_done: bool) {
+        if self.send_inflight && !kernel_done {
+            self.queue.truncate(self.iov.len());
+            let queue = std::mem::take(&mut self.queue);
+            let iov = std::mem::take(&mut self.iov);
+            // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+            let msg = std::mem::replace(&mut self.msg, Box::new(unsafe { std::mem::zeroed() }));
+            std::mem::forget((queue, iov, msg));
+        }
+    }
+
     fn idle(&self) -> bool {
         self.recv == Recv::Off && !self.send_inflight
     }
@@ -544,6 +567,44 @@ fn note_received(conn: &mut Conn, n: usize, batch: u64) -> bool {
 fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
     // Every critical section leaves the state consistent, so poisoning is harmless.
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The lock, if no one holds it (the GC's slots must not block: a collection can
+/// start inside one of the core's own critical sections, in this same thread).
+fn try_lock(m: &Mutex<Inner>) -> Option<MutexGuard<'_, Inner>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// Whether `ring` was shut down: its engine waited for the final CQE of every op,
+/// the core's included, so the kernel reads and writes none of the core's memory
+/// any more. False when that is not known (the shutdown failed, as it does in a
+/// thread that does not own a SINGLE_ISSUER ring; or the driver is busy).
+fn ring_finished(ring: &Py<Ring>) -> bool {
+    ring.get()
+        .inner()
+        .try_driver()
+        .is_some_and(|d| !d.engine.is_live())
+}
+
+impl Drop for LoopCore {
+    /// The core goes away (its last reference dropped, after `close_all` or
+    /// without it: an unclosed loop collected by the GC, whose `__del__` could
+    /// not close its ring). Transports' memory is freed only if the ring is known
+    /// to be shut down; a send still in flight on a live ring keeps its buffers
+    /// forever (`Conn::dispose`). The ring's own buffers are its engine's, which
+    /// frees them only after its shutdown confirmed the kernel is done.
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        let done = inner.ring.as_ref().is_none_or(ring_finished);
+        for c in std::mem::take(&mut inner.conns).into_iter().flatten() {
+            c.dispose(done);
+        }
+        // `inner.ring` is dropped after this, with the rest of `Inner`.
+    }
 }
 
 fn is_fatal(py: Python<'_>, e: &PyErr) -> bool {
@@ -1373,6 +1434,69 @@ impl LoopCore {
         }
     }
 
+    /// The cyclic GC sees the Python objects the core holds: an unclosed loop
+    /// with transports (loop -> selector -> core -> transport -> loop, and
+    /// core -> transport -> writer -> core) is then collected, and its
+    /// `__del__` warns and closes it as asyncio's does.
+    ///
+    /// Visited: the ring, the Driver completions held for the next select, and
+    /// each transport with its protocol's callbacks. Not visited: the `bytes`
+    /// objects queued for sending (and the `bytes`-backed receive buffers, which
+    /// the ring's engine holds): the GC does not track `bytes`, which refer to
+    /// nothing and so are never part of a cycle.
+    ///
+    /// The lock is only tried, and what the try finds cannot change during a
+    /// collection: the lock is never held across `py.detach`, so a holder is
+    /// either this thread (the collection started inside one of the core's
+    /// critical sections) or a thread waiting for the GIL that the collection
+    /// holds. Every pass of the collection then finds the lock held and visits
+    /// nothing, consistently (a visit in one pass and not in the next could
+    /// make the GC free a live object): the core's objects merely look
+    /// referenced from outside, and survive this collection.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        let Some(inner) = try_lock(&self.inner) else {
+            return Ok(());
+        };
+        visit.call(&inner.ring)?;
+        for c in &inner.backlog {
+            visit.call(c)?;
+        }
+        for c in inner.conns.iter().flatten() {
+            visit.call(&c.transport)?;
+            visit.call(&c.data_received)?;
+            if let Some((get_buffer, buffer_updated)) = &c.buffered {
+                visit.call(get_buffer)?;
+                visit.call(buffer_updated)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Breaks the cycles through the core: drops its references to transports,
+    /// protocols' callbacks and held completions. Python references only: what
+    /// the kernel may still use stays (the chunks of a send in flight, the ring,
+    /// which owns the provided buffers); the core's `Drop` decides whether that
+    /// memory can be freed. Transports whose references are gone are left alone
+    /// by the completions that still arrive (their actions find no transport).
+    fn __clear__(&self) {
+        let taken = {
+            let Some(mut inner) = try_lock(&self.inner) else {
+                return; // see __traverse__: the other objects' clears break the cycle
+            };
+            let mut refs: Vec<Py<PyAny>> = Vec::new();
+            for c in inner.conns.iter_mut().flatten() {
+                refs.extend(c.transport.take());
+                refs.extend(c.data_received.take());
+                if let Some((a, b)) = c.buffered.take() {
+                    refs.extend([a, b]);
+                }
+            }
+            (refs, std::mem::take(&mut inner.backlog))
+        };
+        // Dropped without the lock: releasing them may run Python code.
+        drop(taken);
+    }
+
     /// One selector step on `ring`: pushes the transports' SQEs, submits `ops` (the
     /// selector's polls and queued ops), enters the kernel once (waiting for a
     /// completion for up to `timeout` seconds when `block`, None: no limit), runs
@@ -1806,8 +1930,8 @@ impl LoopCore {
     }
 
     /// Drops every transport reference (the loop is closing; its ring has been
-    /// closed, or is kept alive elsewhere). Chunks a live ring may still read are
-    /// leaked rather than freed.
+    /// closed, or is kept alive elsewhere). Chunks a ring that was not shut down
+    /// may still read are leaked rather than freed.
     fn close_all(&self, py: Python<'_>) {
         let (conns, ring) = {
             let mut inner = self.lock();
@@ -1817,13 +1941,12 @@ impl LoopCore {
             inner.pending.clear();
             (std::mem::take(&mut inner.conns), inner.ring.take())
         };
-        let ring_done = ring.as_ref().is_none_or(|r| r.get().inner().is_closed());
+        // Not `is_closed()`: a ring whose close failed (another thread owns it; the
+        // selector keeps it in its graveyard) is closed for Python but not shut
+        // down, and its kernel may still read a send's chunks.
+        let ring_done = ring.as_ref().is_none_or(ring_finished);
         for c in conns.into_iter().flatten() {
-            if c.send_inflight && !ring_done {
-                std::mem::forget(c);
-            } else {
-                drop(c);
-            }
+            c.dispose(ring_done);
         }
         let _ = py;
     }
@@ -1909,6 +2032,15 @@ impl TransportWriter {
 
 #[pymethods]
 impl TransportWriter {
+    /// The writer holds the core (the transport holds the writer's bound
+    /// `write`): a cycle the GC must see through. Both fields are immutable, so
+    /// there is nothing to clear: the cycle is broken at the transport's
+    /// `__dict__` or at the core.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.core)?;
+        visit.call(&self.transport)
+    }
+
     #[new]
     fn new(
         core: Py<LoopCore>,

@@ -2,7 +2,7 @@
 //! (`ringio.aio.Context`, `ringio.uring.Ring`): submit, wait with the GIL
 //! released, reap, cancel, close.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -71,6 +71,16 @@ impl<E: Engine> PyDriver<E> {
 
     pub fn driver(&self) -> MutexGuard<'_, Driver<E>> {
         lock(&self.driver)
+    }
+
+    /// The driver, if no one holds its lock (for checks that must not wait for
+    /// it, such as those a `Drop` run by the GC makes).
+    pub fn try_driver(&self) -> Option<MutexGuard<'_, Driver<E>>> {
+        match self.driver.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 
     pub fn capacity(&self) -> u32 {
