@@ -1441,8 +1441,7 @@ impl LoopCore {
     ///
     /// Visited: the ring, the Driver completions held for the next select, and
     /// each transport with its protocol's callbacks. Not visited: the `bytes`
-    /// objects queued for sending (and the `bytes`-backed receive buffers, which
-    /// the ring's engine holds): the GC does not track `bytes`, which refer to
+    /// objects queued for sending: the GC does not track `bytes`, which refer to
     /// nothing and so are never part of a cycle.
     ///
     /// The lock is only tried, and what the try finds cannot change during a
