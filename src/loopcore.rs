@@ -1766,10 +1766,16 @@ impl LoopCore {
             (Some(protocol.getattr("data_received")?.unbind()), None)
         };
         let _ = py;
-        self.with_conn(slot, gen, |c| {
-            c.data_received = dr;
-            c.buffered = bf;
+        // The old callbacks are dropped after the lock is released: dropping the
+        // last reference to a protocol may run its Python code, which may call
+        // the transport (and so the core) again.
+        let old = self.with_conn(slot, gen, |c| {
+            (
+                std::mem::replace(&mut c.data_received, dr),
+                std::mem::replace(&mut c.buffered, bf),
+            )
         });
+        drop(old);
         Ok(())
     }
 

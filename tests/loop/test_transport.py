@@ -1309,3 +1309,34 @@ def test_large_receive_paused_and_resumed_around_its_turn_loses_nothing(loop, ru
             c.close()
 
     run(main(), timeout=30)
+
+
+def test_replaced_protocol_callbacks_are_dropped_outside_the_core_lock(loop, run):
+    """The core holds a protocol's bound callbacks. Replacing them may drop the last
+    reference to the old protocol, whose __del__ may call the transport, and so the
+    core, again: the old callbacks go after the core's lock is released (dropped
+    under it, this deadlocked)."""
+
+    async def main():
+        proto, cli = await _pair(loop)
+        tr = proto.transport
+        core = loop._selector._core
+        slot, gen = tr._cid
+        said = []
+
+        class Old(asyncio.Protocol):
+            def data_received(self, data):
+                pass
+
+            def __del__(self):
+                tr.write(b"from __del__")
+                said.append(True)
+
+        core.set_protocol(slot, gen, Old(), False)  # the core holds the only reference
+        core.set_protocol(slot, gen, proto, False)
+        assert said == [True]
+        assert await _recv_exactly(loop, cli, 12) == b"from __del__"
+        tr.close()
+        cli.close()
+
+    run(main(), timeout=10)
