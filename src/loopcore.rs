@@ -193,6 +193,8 @@ struct Conn {
     group: usize,
     /// In `Inner::starved`, waiting for buffers.
     starved: bool,
+    /// Its last receive from the pool filled a whole buffer.
+    filled: bool,
     /// Large receives: its readiness poll reported data that is not read yet (a
     /// `Readable` action or a turn in `Inner::resumed` is pending, or it waits for
     /// reading to resume).
@@ -547,22 +549,29 @@ pub struct LoopCore {
 fn note_received(conn: &mut Conn, n: usize, batch: u64) -> bool {
     let mut changed = false;
     if conn.rx_batch != batch {
-        conn.rx_avg = if conn.rx_batch == 0 {
-            conn.rx_acc
-        } else {
-            (conn.rx_avg * 3 + conn.rx_acc) / 4
-        };
-        (conn.rx_acc, conn.rx_batch) = (0, batch);
-        let want =
-            conn.buffered.is_none() && conn.rx_avg >= if conn.big { BIG_OFF } else { BIG_ON };
-        if want != conn.big {
-            conn.big = want;
-            changed = true;
+        if conn.rx_batch != 0 {
+            // The first batch with data starts the average (it used to start at 0,
+            // and a new connection of 100 KiB messages took four to move).
+            conn.rx_avg = if conn.rx_avg == RX_AVG_UNSET {
+                conn.rx_acc
+            } else {
+                (conn.rx_avg * 3 + conn.rx_acc) / 4
+            };
+            let want =
+                conn.buffered.is_none() && conn.rx_avg >= if conn.big { BIG_OFF } else { BIG_ON };
+            if want != conn.big {
+                conn.big = want;
+                changed = true;
+            }
         }
+        (conn.rx_acc, conn.rx_batch) = (0, batch);
     }
     conn.rx_acc += n;
     changed
 }
+
+/// `Conn::rx_avg` before a batch with data has ended.
+const RX_AVG_UNSET: usize = usize::MAX;
 
 fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
     // Every critical section leaves the state consistent, so poisoning is harmless.
@@ -892,6 +901,7 @@ impl LoopCore {
                         .expect("recv CQE without a buffer ring");
                     let bid = bid.expect("a multishot receive CQE carries a buffer");
                     let n = res as usize;
+                    conn.filled = n == BUFSIZE;
                     // SAFETY: the kernel filled `n` bytes of buffer `bid` and handed it
                     // to us with this CQE; it is not back in the ring until the push
                     // below, so nothing else writes it while we copy.
@@ -941,14 +951,35 @@ impl LoopCore {
                             }
                         }
                         libc::ECANCELED => {}
+                        libc::ENOBUFS
+                            if live
+                                && conn.buffered.is_none()
+                                && (conn.filled || conn.rx_batch == 0) =>
+                        {
+                            // The window ran dry while this transport filled whole
+                            // buffers (its messages are large, but a starved
+                            // receive's batches cannot show it: each gets a buffer
+                            // or two, and the average would keep it waiting for
+                            // buffers turn after turn), or before it received
+                            // anything (1,000 new connections' first messages): it
+                            // takes the large-receive path, which needs no buffers,
+                            // and its first receives there show where it belongs.
+                            // At 100 KiB x 1,000 every new client's connections
+                            // took a second to get there.
+                            conn.big = true;
+                            if conn.filled {
+                                conn.rx_avg = if conn.rx_avg == RX_AVG_UNSET {
+                                    BIG_ON
+                                } else {
+                                    conn.rx_avg.max(BIG_ON)
+                                };
+                            }
+                        }
                         libc::ENOBUFS => {
                             // The provided window ran dry: widen it (up to its cap)
                             // and wait for buffers (see `unstarve`).
-                            // (The `bytes`-backed window is fixed.)
-                            if !big {
-                                if let Some(br) = engine.bufring.as_mut() {
-                                    br.grow();
-                                }
+                            if let Some(br) = engine.bufring.as_mut() {
+                                br.grow();
                             }
                             if live && !conn.starved {
                                 conn.starved = true;
@@ -1721,11 +1752,12 @@ impl LoopCore {
             group_batch: 0,
             group: 0,
             starved: false,
+            filled: false,
             readable: false,
             hup: false,
             rx_acc: 0,
             rx_batch: 0,
-            rx_avg: 0,
+            rx_avg: RX_AVG_UNSET,
             big: false,
             recv_big: false,
             high: 64 * 1024,

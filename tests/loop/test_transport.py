@@ -840,12 +840,13 @@ def test_provided_buffers_go_back_whatever_happens_to_the_batch(loop, run):
     run(finish())
 
 
-def test_starved_receives_are_served_in_turn(loop, run):
-    """Large messages on many connections: the provided window stays about one
-    L2 cache (32 x 16 KiB), so most receives run dry (ENOBUFS) and wait to be
-    re-armed a few at a time. Every byte still arrives, in order, also on
-    transports paused, resumed or aborted while they waited; small messages then
-    widen the window again."""
+def test_receives_that_run_dry_move_to_large_receives(loop, run):
+    """Large messages on many new connections: the provided window stays about one
+    L2 cache (32 x 16 KiB), so most receives run dry (ENOBUFS) before or while they
+    fill whole buffers, and those transports move to the large-receive path (no
+    buffers needed) instead of waiting to be re-armed. Every byte still arrives, in
+    order, also on transports paused once, resumed or aborted on the way; small
+    messages then widen the window again."""
     n = 40
     size = 300_000
 
@@ -856,12 +857,14 @@ def test_starved_receives_are_served_in_turn(loop, run):
         data = [_pattern(size + i) for i in range(n)]
         paused = protos[1::4]
         aborted = protos[2::8]
-        starved_seen = []
+        big_seen = []
+        paused_once = set()
 
         def on_data_for(p):
             def on_data(d):
-                starved_seen.append(core.starved)
-                if p in paused and p.transport.is_reading():
+                big_seen.append(core.big_receives)
+                if p in paused and p not in paused_once:
+                    paused_once.add(p)
                     p.transport.pause_reading()
                 if p in aborted and not p.transport.is_closing():
                     p.transport.abort()
@@ -879,7 +882,7 @@ def test_starved_receives_are_served_in_turn(loop, run):
             for (_, cli), d in zip(pairs, data, strict=True)
         ]
         await asyncio.sleep(0.2)
-        assert max(starved_seen) > n // 2  # most of them waited for buffers
+        assert max(big_seen) > n // 2  # most of them ran dry and moved
         assert core.buffer_window <= 64
         for p in paused:
             assert not p.transport.is_reading()
@@ -1340,3 +1343,19 @@ def test_replaced_protocol_callbacks_are_dropped_outside_the_core_lock(loop, run
         cli.close()
 
     run(main(), timeout=10)
+
+
+def test_a_new_connection_of_large_messages_moves_after_its_first_batch(loop, run):
+    """The average that picks the receive path starts at the first batch's bytes:
+    a new connection whose first message is 100 KB is on the large-receive path
+    by its second message (the average used to start at zero: four batches)."""
+
+    async def main():
+        proto, cli = await _pair(loop)
+        core = loop._selector._core
+        await _on_large_path(loop, proto, cli, count=2)
+        assert core.big_receives == 1
+        proto.transport.close()
+        cli.close()
+
+    run(main(), timeout=30)
