@@ -1548,36 +1548,6 @@ impl LoopCore {
         self.select_step(py, ring, ops, block, timeout)
     }
 
-    /// One iteration of the event loop, asyncio's `BaseEventLoop._run_once`, for
-    /// the common case that the selector has nothing of its own to arm, submit or
-    /// dispatch first (`EventLoop._run_once` checks that, and everything it does
-    /// not do here: debug mode, a `time()` of its own, the heap rebuild):
-    /// cancelled timers leave the head of `scheduled`, the step waits as asyncio's
-    /// would (not at all when `ready` has handles or the loop is stopping, else
-    /// until the first timer or forever), and the due timers and the handles ready
-    /// now run (`run_ready`). When the step left completions for the selector
-    /// (polls, `sock_*` ops), they are returned instead and the caller dispatches
-    /// them, then calls `run_ready`: asyncio runs I/O callbacks' handles after the
-    /// timers that are due. None when the whole iteration ran here.
-    fn run_once(
-        &self,
-        py: Python<'_>,
-        event_loop: &Bound<'_, PyAny>,
-        ring: &Bound<'_, Ring>,
-        ready: &Bound<'_, PyAny>,
-        scheduled: &Bound<'_, PyList>,
-        stopping: bool,
-    ) -> PyResult<Option<Vec<Py<Completion>>>> {
-        let timeout = Self::select_timeout(event_loop, ready, scheduled, stopping)?;
-        let block = timeout.is_none_or(|t| t > 0.0);
-        let done = self.select_step(py, ring, Vec::new(), block, timeout.filter(|_| block))?;
-        if !done.is_empty() {
-            return Ok(Some(done));
-        }
-        Self::run_ready(event_loop, ready, scheduled)?;
-        Ok(None)
-    }
-
     /// Iterations of the event loop, `run_once` after `run_once`, for as long as
     /// `EventLoop._run_once`'s conditions for the native iteration hold (checked
     /// again after each one: a callback may stop the loop, switch debug mode on,
@@ -2433,6 +2403,37 @@ impl LoopCore {
 }
 
 impl LoopCore {
+    /// One iteration of the event loop, asyncio's `BaseEventLoop._run_once`, for
+    /// the common case that the selector has nothing of its own to arm, submit or
+    /// dispatch first (`run_iterations` and `EventLoop._run_once` check that, and
+    /// everything it does not do here: debug mode, a `time()` of its own, the
+    /// heap rebuild):
+    /// cancelled timers leave the head of `scheduled`, the step waits as asyncio's
+    /// would (not at all when `ready` has handles or the loop is stopping, else
+    /// until the first timer or forever), and the due timers and the handles ready
+    /// now run (`run_ready`). When the step left completions for the selector
+    /// (polls, `sock_*` ops), they are returned instead and the caller dispatches
+    /// them, then calls `run_ready`: asyncio runs I/O callbacks' handles after the
+    /// timers that are due. None when the whole iteration ran here.
+    fn run_once(
+        &self,
+        py: Python<'_>,
+        event_loop: &Bound<'_, PyAny>,
+        ring: &Bound<'_, Ring>,
+        ready: &Bound<'_, PyAny>,
+        scheduled: &Bound<'_, PyList>,
+        stopping: bool,
+    ) -> PyResult<Option<Vec<Py<Completion>>>> {
+        let timeout = Self::select_timeout(event_loop, ready, scheduled, stopping)?;
+        let block = timeout.is_none_or(|t| t > 0.0);
+        let done = self.select_step(py, ring, Vec::new(), block, timeout.filter(|_| block))?;
+        if !done.is_empty() {
+            return Ok(Some(done));
+        }
+        Self::run_ready(event_loop, ready, scheduled)?;
+        Ok(None)
+    }
+
     /// `EventLoop._run_once`'s conditions for `run_iterations` that a callback
     /// can change: not in debug mode; the selector has nothing of its own to arm,
     /// submit, cancel or dispatch, no file proactor to settle, and still this ring;

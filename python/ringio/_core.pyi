@@ -183,14 +183,6 @@ class LoopCore:
     def select(
         self, ring: Ring, ops: Iterable[Op], block: bool, timeout: float | None = None
     ) -> list[Completion]: ...
-    def run_once(
-        self,
-        event_loop: Any,
-        ring: Ring,
-        ready: Any,
-        scheduled: list[Any],
-        stopping: bool,
-    ) -> list[Completion] | None: ...
     def run_iterations(
         self,
         event_loop: Any,

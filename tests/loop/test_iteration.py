@@ -1,4 +1,4 @@
-"""The loop's iteration (``LoopCore.run_once``): the same order of callbacks, timers
+"""The loop's iteration (``LoopCore.run_iterations``): the same order of callbacks, timers
 and I/O events as asyncio's ``BaseEventLoop._run_once``, run natively when the
 selector has nothing of its own to do first."""
 

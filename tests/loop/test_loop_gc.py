@@ -15,6 +15,7 @@ import warnings
 import weakref
 
 import pytest
+from streamdata import pattern as _pattern
 
 import ringio
 
@@ -36,16 +37,6 @@ def _fds() -> dict[int, str]:
 
 def _new_fds(before: dict[int, str]) -> dict[int, str]:
     return {fd: t for fd, t in _fds().items() if before.get(fd) != t}
-
-
-def _pattern(n: int) -> bytes:
-    block = bytes(range(251)) * 4
-    out = bytearray()
-    i = 0
-    while len(out) < n:
-        out += i.to_bytes(4, "little") + block
-        i += 1
-    return bytes(out[:n])
 
 
 class _Server(asyncio.Protocol):

@@ -16,22 +16,12 @@ import termios
 import warnings
 
 import pytest
+from streamdata import pattern as _pattern
 
 import ringio
 from ringio.loop._transport import RingSocketTransport
 
 HOST = "127.0.0.1"
-
-
-def _pattern(n: int) -> bytes:
-    """n bytes that reveal reordering, loss or duplication (not a short cycle)."""
-    block = bytes(range(251)) * 4
-    out = bytearray()
-    i = 0
-    while len(out) < n:
-        out += i.to_bytes(4, "little") + block
-        i += 1
-    return bytes(out[:n])
 
 
 class Recorder(asyncio.Protocol):
