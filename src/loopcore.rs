@@ -951,29 +951,23 @@ impl LoopCore {
                             }
                         }
                         libc::ECANCELED => {}
-                        libc::ENOBUFS
-                            if live
-                                && conn.buffered.is_none()
-                                && (conn.filled || conn.rx_batch == 0) =>
-                        {
+                        libc::ENOBUFS if live && conn.buffered.is_none() && conn.filled => {
                             // The window ran dry while this transport filled whole
-                            // buffers (its messages are large, but a starved
-                            // receive's batches cannot show it: each gets a buffer
-                            // or two, and the average would keep it waiting for
-                            // buffers turn after turn), or before it received
-                            // anything (1,000 new connections' first messages): it
-                            // takes the large-receive path, which needs no buffers,
-                            // and its first receives there show where it belongs.
-                            // At 100 KiB x 1,000 every new client's connections
-                            // took a second to get there.
+                            // buffers: its messages are large, but a starved
+                            // receive's batches cannot show it (each gets a buffer
+                            // or two), so the average would keep it waiting for
+                            // buffers turn after turn (at 100 KiB x 1,000 every new
+                            // client's connections took a second to move). Large
+                            // receives need no buffers. (Moving those that ran dry
+                            // before any data as well, to let their first receives
+                            // there decide, left up to a tenth of 1,000 new 1 KiB
+                            // streams connections unanswered for a second.)
                             conn.big = true;
-                            if conn.filled {
-                                conn.rx_avg = if conn.rx_avg == RX_AVG_UNSET {
-                                    BIG_ON
-                                } else {
-                                    conn.rx_avg.max(BIG_ON)
-                                };
-                            }
+                            conn.rx_avg = if conn.rx_avg == RX_AVG_UNSET {
+                                BIG_ON
+                            } else {
+                                conn.rx_avg.max(BIG_ON)
+                            };
                         }
                         libc::ENOBUFS => {
                             // The provided window ran dry: widen it (up to its cap)

@@ -139,6 +139,7 @@ typedef struct {
     int want_out;      /* EPOLLOUT registered */
     size_t sent, recvd;
     uint64_t t0;
+    long long replies; /* recorded completions: a server can starve some connections */
 } conn_t;
 
 typedef struct {
@@ -219,6 +220,7 @@ static void conn_read(worker_t *w, int ep, conn_t *c, unsigned char *scratch, si
                     if (cfg.requests == 0 || prev < cfg.requests) {
                         hist_add(&w->hist, t - c->t0);
                         w->requests++;
+                        c->replies++;
                         w->last_done = t;
                     }
                 } else if (c->t0 < t_measure) {
@@ -469,6 +471,16 @@ int main(int argc, char **argv) {
         if (ws[i].last_done > last) last = ws[i].last_done;
         if (!firsterr[0] && ws[i].errmsg[0]) firsterr = ws[i].errmsg;
     }
+    /* Latencies are those of the requests that completed: connections a server
+       leaves waiting for the whole window add none (survivorship), so say how
+       many there were. By Little's law the mean latency of a fair server is
+       about concurrency / req_per_s. */
+    int without_reply = 0;
+    long long min_replies = -1;
+    for (int i = 0; i < cfg.concurrency; i++) {
+        if (conns[i].replies == 0) without_reply++;
+        if (min_replies < 0 || conns[i].replies < min_replies) min_replies = conns[i].replies;
+    }
     /* measured window: the fixed duration, or until the last recorded request */
     uint64_t t_win = cfg.requests > 0 ? (last > t_measure ? last : t_stop)
                                       : (t_stop < t_end ? t_stop : t_end);
@@ -490,6 +502,8 @@ int main(int argc, char **argv) {
            hist_quantile(all, 0.50) / 1e3, hist_quantile(all, 0.90) / 1e3,
            hist_quantile(all, 0.99) / 1e3, hist_quantile(all, 0.999) / 1e3,
            (double)all->max / 1e3, errors, timed_out ? "true" : "false");
+    printf(",\"conns_without_reply\":%d,\"min_replies_per_conn\":%lld", without_reply,
+           min_replies < 0 ? 0 : min_replies);
     if (firsterr[0]) {
         printf(",\"first_error\":\"");
         for (const char *p = firsterr; *p; p++) {

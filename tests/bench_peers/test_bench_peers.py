@@ -85,6 +85,44 @@ def test_client_against_python_echo_server(client: str, echo_port: int) -> None:
     assert out["req_per_s"] > 0 and out["mb_per_s"] > 0
     lat = out["latency_us"]
     assert 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["p99_9"] <= lat["max"]
+    assert out["conns_without_reply"] == 0 and out["min_replies_per_conn"] > 0
+
+
+class _EchoFirstOnly(socketserver.BaseRequestHandler):
+    """Echoes on the first connection it accepts; reads and never answers on the
+    others (a server that starves connections)."""
+
+    first = threading.Lock()
+
+    def handle(self) -> None:
+        serve = self.first.acquire(blocking=False)
+        while True:
+            data = self.request.recv(65536)
+            if not data:
+                return
+            if serve:
+                self.request.sendall(data)
+
+
+def test_client_reports_connections_a_server_never_answered(client: str) -> None:
+    """Latencies come only from requests that completed: connections left waiting
+    for the whole window add none, so the client counts them (a low p99 with
+    most connections starved is not a fast server)."""
+    srv = _Server(("127.0.0.1", 0), _EchoFirstOnly)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        port = srv.server_address[1]
+        rc, out = _run(client, "--port", str(port), "--size", "512", "--concurrency", "3",
+                       "--duration", "0.3", "--warmup", "0.05")  # fmt: skip
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(5)
+    assert rc == 0, out
+    assert out["requests"] > 0
+    assert out["conns_without_reply"] == 2
+    assert out["min_replies_per_conn"] == 0
 
 
 def test_client_large_messages_partial_io(client: str, echo_port: int) -> None:
@@ -169,6 +207,7 @@ def test_echo_matrix_small(built: dict) -> None:
     assert cell["req_per_s"] > 0
     assert cell["latency_us"]["p50"] <= cell["latency_us"]["p99"]
     assert cell["rounds_done"] == 2
+    assert cell["conns_without_reply"] == 0  # asyncio's loop answers every connection
     assert "placement" in cell
     skipped = [r for r in res if r.get("loop") == "no_such_module_xyz:new_loop"]
     assert skipped and "skipped" in skipped[0]

@@ -577,6 +577,9 @@ def _one_cell(
                 for key in ("p50", "p90", "p99", "p99_9", "mean", "max")
             },
             "errors": sum(int(r.get("errors", 0)) for r in runs),
+            # Latencies cover only requests that completed: connections the server
+            # never answered in a round add none (see echoclient.c).
+            "conns_without_reply": max(int(r.get("conns_without_reply", 0)) for r in runs),
             "round_req_per_s": [r["req_per_s"] for r in runs],
             "rounds_done": len(runs),
         }
