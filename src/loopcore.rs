@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, types};
@@ -44,6 +44,7 @@ use crate::engine::{RawCompletion, Submitted};
 use crate::errors;
 use crate::net::bufring::BufRing;
 use crate::op::{Completion, Op};
+use crate::pydriver::{lock, try_lock};
 use crate::uring::py::Ring;
 use crate::uring::{INTERNAL_TOKEN, SIDE_BIT};
 
@@ -195,19 +196,20 @@ struct Conn {
     starved: bool,
     /// Its last receive from the pool filled a whole buffer.
     filled: bool,
-    /// Large receives: its readiness poll reported data that is not read yet (a
-    /// `Readable` action or a turn in `Inner::resumed` is pending, or it waits for
-    /// reading to resume).
+    /// Large receives: its readiness poll reported data that is not read yet (its
+    /// turn is pending in `Inner::ready_large` or as a `Readable` action, or it
+    /// waits for reading to resume).
     readable: bool,
     /// ... and it reported the peer's EOF or an error (whose report ends the
     /// stream): the transport keeps its turns until a receive finds it, since no
     /// further wake-up will come.
     hup: bool,
     /// Bytes received in CQE batch `rx_batch`, and their moving average over the
-    /// batches that brought data (x1): it picks the buffer group.
+    /// batches that brought data (x1; None before a batch with data has ended): it
+    /// picks the buffer group.
     rx_acc: usize,
     rx_batch: u64,
-    rx_avg: usize,
+    rx_avg: Option<usize>,
     /// The receive should take `bytes`-backed buffers (`big`), and the armed one
     /// does (`recv_big`); when they differ, the receive is cancelled and re-armed.
     big: bool,
@@ -552,13 +554,11 @@ fn note_received(conn: &mut Conn, n: usize, batch: u64) -> bool {
         if conn.rx_batch != 0 {
             // The first batch with data starts the average (it used to start at 0,
             // and a new connection of 100 KiB messages took four to move).
-            conn.rx_avg = if conn.rx_avg == RX_AVG_UNSET {
-                conn.rx_acc
-            } else {
-                (conn.rx_avg * 3 + conn.rx_acc) / 4
-            };
-            let want =
-                conn.buffered.is_none() && conn.rx_avg >= if conn.big { BIG_OFF } else { BIG_ON };
+            let avg = conn
+                .rx_avg
+                .map_or(conn.rx_acc, |a| (a * 3 + conn.rx_acc) / 4);
+            conn.rx_avg = Some(avg);
+            let want = conn.buffered.is_none() && avg >= if conn.big { BIG_OFF } else { BIG_ON };
             if want != conn.big {
                 conn.big = want;
                 changed = true;
@@ -568,24 +568,6 @@ fn note_received(conn: &mut Conn, n: usize, batch: u64) -> bool {
     }
     conn.rx_acc += n;
     changed
-}
-
-/// `Conn::rx_avg` before a batch with data has ended.
-const RX_AVG_UNSET: usize = usize::MAX;
-
-fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
-    // Every critical section leaves the state consistent, so poisoning is harmless.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The lock, if no one holds it (the GC's slots must not block: a collection can
-/// start inside one of the core's own critical sections, in this same thread).
-fn try_lock(m: &Mutex<Inner>) -> Option<MutexGuard<'_, Inner>> {
-    match m.try_lock() {
-        Ok(g) => Some(g),
-        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
-        Err(TryLockError::WouldBlock) => None,
-    }
 }
 
 /// Whether `ring` was shut down: its engine waited for the final CQE of every op,
@@ -963,11 +945,7 @@ impl LoopCore {
                             // there decide, left up to a tenth of 1,000 new 1 KiB
                             // streams connections unanswered for a second.)
                             conn.big = true;
-                            conn.rx_avg = if conn.rx_avg == RX_AVG_UNSET {
-                                BIG_ON
-                            } else {
-                                conn.rx_avg.max(BIG_ON)
-                            };
+                            conn.rx_avg = Some(conn.rx_avg.map_or(BIG_ON, |a| a.max(BIG_ON)));
                         }
                         libc::ENOBUFS => {
                             // The provided window ran dry: widen it (up to its cap)
@@ -1478,6 +1456,8 @@ impl LoopCore {
     /// make the GC free a live object): the core's objects merely look
     /// referenced from outside, and survive this collection.
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // Only tried: a collection can start inside one of the core's own
+        // critical sections, in this same thread.
         let Some(inner) = try_lock(&self.inner) else {
             return Ok(());
         };
@@ -1721,7 +1701,7 @@ impl LoopCore {
             hup: false,
             rx_acc: 0,
             rx_batch: 0,
-            rx_avg: RX_AVG_UNSET,
+            rx_avg: None,
             big: false,
             recv_big: false,
             high: 64 * 1024,
@@ -2394,9 +2374,7 @@ impl LoopCore {
         }
         Ok(results)
     }
-}
 
-impl LoopCore {
     /// One iteration of the event loop, asyncio's `BaseEventLoop._run_once`, for
     /// the common case that the selector has nothing of its own to arm, submit or
     /// dispatch first (`run_iterations` and `EventLoop._run_once` check that, and

@@ -119,7 +119,7 @@ impl Op {
     pub fn status(&self) -> std::sync::MutexGuard<'_, Status> {
         // A panic while holding this lock cannot leave Status inconsistent (plain
         // field stores), so a poisoned lock is still usable.
-        self.status.lock().unwrap_or_else(|e| e.into_inner())
+        crate::pydriver::lock(&self.status)
     }
 
     /// Acquires the buffer views this op hands to the kernel.

@@ -22,9 +22,19 @@ pub struct PyDriver<E: Engine> {
     backlog: Mutex<Vec<Py<Completion>>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves the data consistent, so poisoning is harmless.
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `lock`, if no one holds the mutex (for what must not wait for it: the GC's
+/// slots, and the checks a `Drop` run by the GC makes).
+pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
 }
 
 fn extract_ops<'py>(ops: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, Op>>> {
@@ -76,11 +86,7 @@ impl<E: Engine> PyDriver<E> {
     /// The driver, if no one holds its lock (for checks that must not wait for
     /// it, such as those a `Drop` run by the GC makes).
     pub fn try_driver(&self) -> Option<MutexGuard<'_, Driver<E>>> {
-        match self.driver.try_lock() {
-            Ok(g) => Some(g),
-            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        }
+        try_lock(&self.driver)
     }
 
     pub fn capacity(&self) -> u32 {

@@ -917,9 +917,10 @@ impl Drop for UringEngine {
     /// Dropped without a confirmed `shutdown` (it failed: a SINGLE_ISSUER ring
     /// dropped in a thread that does not own it; or a forked child, which never
     /// shuts the parent's ring down): the kernel may still write into the loop
-    /// core's provided buffers, so they are leaked, never freed. (The Driver leaks its in-flight entries in the same case.)
-    /// The ring itself is closed and unmapped: the kernel keeps its own
-    /// references to what it still uses of the rings.
+    /// core's provided buffers, so they are leaked, never freed. (The Driver leaks
+    /// its in-flight entries in the same case.) The ring itself is closed and
+    /// unmapped: the kernel keeps its own references to what it still uses of the
+    /// rings.
     fn drop(&mut self) {
         if self.live {
             std::mem::forget(self.bufring.take());
