@@ -2432,10 +2432,21 @@ impl LoopCore {
             intern!(py, "_to_arm"),
             intern!(py, "_backlog"),
             intern!(py, "_cancel_later"),
-            intern!(py, "_files"),
         ] {
             if set(selector_dict, name)? {
                 return Ok(false);
+            }
+        }
+        // File proactors (`ringio.open` on this loop) stage their ops into the ring
+        // themselves and the core settles their futures; Python has work only for
+        // ops that waited for CQ room (`after_select`). Returning for every
+        // iteration while a proactor merely existed made every later iteration of
+        // the loop cost its Python path (sleep(0) 2.6-3.5 -> 4.5-5.0 µs).
+        if let Some(files) = selector_dict.get_item(intern!(py, "_files"))? {
+            for proactor in files.try_iter()? {
+                if proactor?.getattr(intern!(py, "_queue"))?.is_truthy()? {
+                    return Ok(false);
+                }
             }
         }
         if !selector_dict

@@ -265,3 +265,46 @@ def test_the_engine_closed_while_the_loop_runs(run, loop, tmp_path):
             os.close(fd)
 
     assert run(main()) == b"abc"
+
+
+class _CountingLoop(ringio.EventLoop):
+    """Counts the Python `_run_once` calls (each may run many native iterations)."""
+
+    python_runs = 0
+
+    def _run_once(self):
+        self.python_runs += 1
+        super()._run_once()
+
+
+def test_iterations_stay_native_once_files_have_used_the_ring(tmp_path):
+    # A file proactor on the loop must not send every later iteration through
+    # Python: only ops waiting for CQ room need it. Reads made between the steps
+    # still reach the kernel and settle.
+    path = tmp_path / "data.bin"
+    payload = os.urandom(64 * 1024)
+    path.write_bytes(payload)
+    loop = _CountingLoop()
+    try:
+
+        async def main():
+            f = await ringio.open(path, "rb")
+            try:
+                assert await f.pread(4096, 0) == payload[:4096]
+                runs, iterations = loop.python_runs, _core.LoopCore.iterations()
+                for _ in range(2000):
+                    await asyncio.sleep(0)
+                steps = (loop.python_runs - runs, _core.LoopCore.iterations() - iterations)
+                reads = await asyncio.gather(*(f.pread(512, i * 512) for i in range(128)))
+            finally:
+                await f.close()
+            return steps, reads
+
+        (python_runs, iterations), reads = loop.run_until_complete(
+            asyncio.wait_for(main(), 10)
+        )
+    finally:
+        loop.close()
+    assert iterations >= 2000
+    assert python_runs < 100, f"{python_runs} Python iterations for {iterations} native ones"
+    assert reads == [payload[i * 512 : (i + 1) * 512] for i in range(128)]
