@@ -9,9 +9,14 @@ phase 1), ``uvloop``, ``asyncio``, and ``ringio@TREE``: ringio as built in anoth
 work tree (its ``.venv`` and its ``bench/servers/echo_server.py``), e.g.
 ``ringio@/work/main`` to compare a branch with main in the same run, and
 ``ringio+VAR=VALUE``: ringio with that environment variable set. Server and C
-client (``bench/build/echoclient``) are pinned to CPU 0. Besides req/s it prints
-the server's CPU time per request (from /proc/<pid>/stat): on a shared machine req/s
-swings with other load on that CPU, the server's own cost per request much less.
+client (``bench/build/echoclient``) are pinned to CPU 0 (``--client-cpu 1`` puts
+the client on the other CPU). Besides req/s it prints the server's CPU time per
+request (from /proc/<pid>/stat), split into user space and kernel, and the
+client's: on a shared machine req/s swings with other load on that CPU, the
+costs per request much less. With both on one CPU, req/s is 1 / (server + client
+time per request), so the medians at the end also give each loop's ceiling: the
+req/s it would reach if its server spent nothing in user space, against the first
+contender's measured req/s.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -32,13 +38,21 @@ _REL = os.path.relpath(sys.executable)
 PY = sys.executable if _REL.startswith("..") else _REL
 
 
-def _cpu(pid: int) -> float:
+def _cpu(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process `pid`."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TCK
+    return int(fields[11]) / TCK, int(fields[12]) / TCK
 
 
-def run_one(cmd: list[str], env: dict[str, str], size: int, conc: int, dur: float):
+def _children_cpu() -> float:
+    t = os.times()
+    return t.children_user + t.children_system
+
+
+def run_one(
+    cmd: list[str], env: dict[str, str], size: int, conc: int, dur: float, client_cpu: int = 0
+):
     server = subprocess.Popen(
         ["taskset", "-c", "0", *cmd],
         stdout=subprocess.PIPE,
@@ -49,22 +63,26 @@ def run_one(cmd: list[str], env: dict[str, str], size: int, conc: int, dur: floa
     try:
         port = int(server.stdout.readline())  # type: ignore[union-attr]
         c0 = _cpu(server.pid)
+        k0 = _children_cpu()
         out = subprocess.run(
-            ["taskset", "-c", "0", "bench/build/echoclient", "--port", str(port),
+            ["taskset", "-c", str(client_cpu), "bench/build/echoclient", "--port", str(port),
              "--size", str(size), "--concurrency", str(conc), "--duration", str(dur),
              "--warmup", "0.5"],
             capture_output=True, text=True, check=True,
         ).stdout  # fmt: skip
+        client = _children_cpu() - k0  # before the server's own times join them
         c1 = _cpu(server.pid)
     finally:
         server.kill()
         server.wait()
     d = json.loads(out)
     rps = d["req_per_s"]
-    # The CPU time covers warm-up and run; assume the warm-up ran at the same rate.
-    us = (c1 - c0) / (rps * (dur + 0.5)) * 1e6 if rps else float("nan")
+    # The CPU times cover warm-up and run; assume the warm-up ran at the same rate.
+    reqs = rps * (dur + 0.5)
+    per = (lambda t: t / reqs * 1e6) if rps else (lambda t: float("nan"))
+    cost = {"user": per(c1[0] - c0[0]), "sys": per(c1[1] - c0[1]), "client": per(client)}
     lat = d.get("latency_us", {})
-    return int(rps), us, lat.get("p50"), lat.get("p99"), d.get("first_error")
+    return int(rps), cost, lat.get("p50"), lat.get("p99"), d.get("first_error")
 
 
 def main() -> None:
@@ -74,10 +92,12 @@ def main() -> None:
     ap.add_argument("--conc", type=int, default=100)
     ap.add_argument("--duration", type=float, default=2.0)
     ap.add_argument("--flavours", default="sockets,streams,protocol")
+    ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("contenders", nargs="*", default=["ringio", "ringio-sel", "uvloop", "asyncio"])
     a = ap.parse_args()
     base = [PY, "bench/servers/echo_server.py"]
     ringio = ["--loop-factory", "ringio:new_event_loop"]
+    results: dict[tuple[str, str], list[tuple[int, dict[str, float]]]] = {}
     for r in range(a.rounds):
         for fl in a.flavours.split(","):
             for name in a.contenders:
@@ -93,15 +113,38 @@ def main() -> None:
                     tree = name.split("@", 1)[1]
                     cmd = [f"{tree}/.venv/bin/python", f"{tree}/bench/servers/echo_server.py"]
                     env.pop("VIRTUAL_ENV", None)
-                rps, us, p50, p99, err = run_one(
-                    [*cmd, "--flavour", fl, *args], env, a.size, a.conc, a.duration
+                rps, cost, p50, p99, err = run_one(
+                    [*cmd, "--flavour", fl, *args], env, a.size, a.conc, a.duration, a.client_cpu
                 )
+                results.setdefault((fl, name), []).append((rps, cost))
                 print(
-                    f"round={r} {fl:9s} {name:11s} req/s={rps:7d} server_us/req={us:6.2f}"
-                    f" p50_us={p50:8.0f} p99_us={p99:8.0f}"
-                    + (f" error={err}" if err else ""),
+                    f"round={r} {fl:9s} {name:11s} req/s={rps:7d}"
+                    f" server_us/req={cost['user'] + cost['sys']:6.2f}"
+                    f" (user {cost['user']:5.2f} sys {cost['sys']:5.2f})"
+                    f" client_us/req={cost['client']:6.2f}"
+                    f" p50_us={p50:8.0f} p99_us={p99:8.0f}" + (f" error={err}" if err else ""),
                     flush=True,
                 )
+    summarize(results, a.contenders, same_cpu=a.client_cpu == 0)
+
+
+def summarize(results, contenders: list[str], same_cpu: bool) -> None:
+    """Medians per flavour and contender; on one CPU, each one's ceiling."""
+    print("medians:")
+    for (fl, name), runs in results.items():
+        rps = statistics.median(r for r, _ in runs)
+        med = {k: statistics.median(c[k] for _, c in runs) for k in ("user", "sys", "client")}
+        first = statistics.median(r for r, _ in results[(fl, contenders[0])])
+        line = (
+            f"  {fl:9s} {name:11s} req/s={rps:9.0f} ({rps / first:4.2f}x {contenders[0]})"
+            f" user={med['user']:5.2f} sys={med['sys']:5.2f} client={med['client']:5.2f} µs/req"
+        )
+        if same_cpu:
+            # With no user-space time at all, the same kernel and client work per
+            # request would take sys + client µs of the one CPU.
+            ceiling = 1e6 / (med["sys"] + med["client"])
+            line += f" ceiling={ceiling:9.0f} ({ceiling / first:4.2f}x {contenders[0]})"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":
