@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import socketserver
@@ -208,9 +209,43 @@ def test_echo_matrix_small(built: dict) -> None:
     assert cell["latency_us"]["p50"] <= cell["latency_us"]["p99"]
     assert cell["rounds_done"] == 2
     assert cell["conns_without_reply"] == 0  # asyncio's loop answers every connection
+    cpu = cell["cpu_us_per_request"]
+    assert cpu["server_user"] > 0 and cpu["client"] > 0  # CPU-bound on one CPU
+    # On one CPU the two share its time: together at most 1 / req/s per request
+    # (slack for the clock's 10 ms ticks); on two, up to twice that.
+    cpus = 1 if cell.get("pin_cpu") is not None else 2
+    total = cpu["server_user"] + cpu["server_kernel"] + cpu["client"]
+    assert total < cpus * 1e6 / cell["req_per_s"] * 1.5
     assert "placement" in cell
     skipped = [r for r in res if r.get("loop") == "no_such_module_xyz:new_loop"]
     assert skipped and "skipped" in skipped[0]
+
+
+def test_loop_workload_reports_cpu_per_request_and_unanswered_connections(
+    built: dict, tmp_path: Path
+) -> None:
+    # `python -m ringio bench loop`: besides req/s, each row says what a request
+    # cost the server (and in the kernel) and the client, and how many connections
+    # went unanswered.
+    if "path" not in built["echoclient"]:
+        pytest.skip("C echo client unavailable")
+    from ringio.bench.cli import main
+
+    out = tmp_path / "out"
+    assert main(["bench", "loop", "--smoke", "--peers", "asyncio", "--out", str(out)]) == 0
+    tables = json.loads((out / "results.json").read_text())["workloads"]["loop"]["tables"]
+    rows = [row for table in tables for row in table["rows"]]
+    assert {row["contender"] for row in rows} == {"ringio", "asyncio"}
+    assert len(rows) == 6  # three flavours, two loops
+    for row in rows:
+        m = row["metrics"]
+        assert m["unanswered"] == 0, row
+        assert 0 < m["server_kernel_us"] < m["server_us"], row
+        assert m["client_us"] > 0, row
+        # Sharing one CPU (the harness pins both to CPU 0 where it may), server and
+        # client cannot use more time than there is (slack for 10 ms clock ticks).
+        cpus = 1 if 0 in os.sched_getaffinity(0) else 2
+        assert m["server_us"] + m["client_us"] < cpus * 1.5e6 / m["req_per_s"], row
 
 
 def test_missing_tools_are_skipped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -440,6 +440,23 @@ def run_echo_client(
     return data
 
 
+def _process_cpu(pid: int) -> tuple[float, float] | None:
+    """(user, kernel) CPU seconds of process `pid`; None if /proc cannot say."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the child processes waited for so far (the C clients)."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def _median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -557,6 +574,7 @@ def _one_cell(
         cell["error"] = f"warm-up failed: {warm.get('error') or warm.get('first_error')}"
         return cell
     runs = []
+    server_cpu, client_cpu = _process_cpu(server.proc.pid), _children_cpu()
     for _ in range(n_rounds):
         r = run_echo_client(
             server.port, size, conc, round_s, per_round_warm, client=client, cpus=cpus
@@ -567,6 +585,17 @@ def _one_cell(
         runs.append(r)
     if not runs:
         return cell
+    server_after, client_after = _process_cpu(server.proc.pid), _children_cpu()
+    # Both CPU times cover each round's own warm-up too: count its requests at the
+    # round's rate. With server and client on one CPU, req/s is 1 / (server + client
+    # time per request): these show where a loop's time goes, kernel included.
+    requests = sum(r["req_per_s"] for r in runs) * (round_s + per_round_warm)
+    if server_cpu and server_after and requests:
+        cell["cpu_us_per_request"] = {
+            "server_user": (server_after[0] - server_cpu[0]) / requests * 1e6,
+            "server_kernel": (server_after[1] - server_cpu[1]) / requests * 1e6,
+            "client": (client_after - client_cpu) / requests * 1e6,
+        }
     lat = [r["latency_us"] for r in runs]
     cell.update(
         {

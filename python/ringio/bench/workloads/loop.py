@@ -50,7 +50,10 @@ def run(options: Options) -> WorkloadResult:
             baseline=baseline,
             higher_is_better=True,
             note="closed-loop C client, server and client pinned to one CPU; medians of the "
-            "rounds; latency in microseconds",
+            "rounds; latency in microseconds; server_us: the server's CPU time per request "
+            "(server_kernel_us of it in the kernel), client_us the client's; unanswered: "
+            "connections without a single reply in the worst round (their requests add "
+            "no latency)",
         )
         for flavour in FLAVOURS
     }
@@ -63,6 +66,7 @@ def run(options: Options) -> WorkloadResult:
                 options.notice(f"{_contender(loop)} {cell.get('flavour', '')}: {why}")
                 continue
             lat = cell.get("latency_us", {})
+            cpu = cell.get("cpu_us_per_request", {})
             tables[cell["flavour"]].add(
                 _contender(loop),
                 {"size": cell["size"], "concurrency": cell["concurrency"]},
@@ -70,6 +74,10 @@ def run(options: Options) -> WorkloadResult:
                 mb_per_s=cell.get("mb_per_s"),
                 p50_us=lat.get("p50"),
                 p99_us=lat.get("p99"),
+                server_us=cpu.get("server_user", 0) + cpu.get("server_kernel", 0) if cpu else None,
+                server_kernel_us=cpu.get("server_kernel"),
+                client_us=cpu.get("client"),
+                unanswered=cell.get("conns_without_reply"),
             )
     result.tables.extend(tables.values())
     return result
