@@ -224,16 +224,20 @@ def test_echo_matrix_small(built: dict) -> None:
 def test_loop_workload_reports_cpu_per_request_and_unanswered_connections(
     built: dict, tmp_path: Path
 ) -> None:
-    # `python -m ringio bench loop`: besides req/s, each row says what a request
+    # `python -m ringio bench loop` (its workload, without the CLI's progress bar,
+    # which needs the bench extra): besides req/s, each row says what a request
     # cost the server (and in the kernel) and the client, and how many connections
     # went unanswered.
     if "path" not in built["echoclient"]:
         pytest.skip("C echo client unavailable")
-    from ringio.bench.cli import main
+    from ringio.bench.model import Options
+    from ringio.bench.workloads import loop
 
-    out = tmp_path / "out"
-    assert main(["bench", "loop", "--smoke", "--peers", "asyncio", "--out", str(out)]) == 0
-    tables = json.loads((out / "results.json").read_text())["workloads"]["loop"]["tables"]
+    notices: list[str] = []
+    options = Options(smoke=True, out=tmp_path, peers=["asyncio"], notice=notices.append)
+    result = loop.run(options)
+    assert not notices, notices
+    tables = result.to_json()["tables"]
     rows = [row for table in tables for row in table["rows"]]
     assert {row["contender"] for row in rows} == {"ringio", "asyncio"}
     assert len(rows) == 6  # three flavours, two loops
