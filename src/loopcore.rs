@@ -2408,7 +2408,8 @@ impl LoopCore {
 
     /// `EventLoop._run_once`'s conditions for `run_iterations` that a callback
     /// can change: not in debug mode; the selector has nothing of its own to arm,
-    /// submit, cancel or dispatch, no file proactor to settle, and still this ring;
+    /// submit, cancel or dispatch, no file op waiting for CQ room, and still this
+    /// ring;
     /// and asyncio would not rebuild the timer heap now (more than
     /// `_MIN_SCHEDULED_TIMER_HANDLES` timers, over half of them cancelled).
     fn native_iteration_ok(

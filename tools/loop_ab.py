@@ -28,7 +28,8 @@ import statistics
 import subprocess
 import sys
 
-TCK = os.sysconf("SC_CLK_TCK")
+from ringio.bench.netpeers import children_cpu, process_cpu
+
 # The interpreter by its path relative to the repo when it lives there (.venv/bin/
 # python): on this machine, the phase-1 selector path ran 2.5x slower when the same
 # interpreter was started by its absolute path /work/<tree>/.venv/bin/python (seen
@@ -39,15 +40,10 @@ PY = sys.executable if _REL.startswith("..") else _REL
 
 
 def _cpu(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of process `pid`."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / TCK, int(fields[12]) / TCK
-
-
-def _children_cpu() -> float:
-    t = os.times()
-    return t.children_user + t.children_system
+    cpu = process_cpu(pid)
+    if cpu is None:
+        raise RuntimeError(f"no CPU times for the server (pid {pid}) in /proc")
+    return cpu
 
 
 def run_one(
@@ -63,14 +59,14 @@ def run_one(
     try:
         port = int(server.stdout.readline())  # type: ignore[union-attr]
         c0 = _cpu(server.pid)
-        k0 = _children_cpu()
+        k0 = children_cpu()
         out = subprocess.run(
             ["taskset", "-c", str(client_cpu), "bench/build/echoclient", "--port", str(port),
              "--size", str(size), "--concurrency", str(conc), "--duration", str(dur),
              "--warmup", "0.5"],
             capture_output=True, text=True, check=True,
         ).stdout  # fmt: skip
-        client = _children_cpu() - k0  # before the server's own times join them
+        client = children_cpu() - k0  # before the server's own times join them
         c1 = _cpu(server.pid)
     finally:
         server.kill()

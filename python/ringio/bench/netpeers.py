@@ -440,7 +440,7 @@ def run_echo_client(
     return data
 
 
-def _process_cpu(pid: int) -> tuple[float, float] | None:
+def process_cpu(pid: int) -> tuple[float, float] | None:
     """(user, kernel) CPU seconds of process `pid`; None if /proc cannot say."""
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -451,7 +451,7 @@ def _process_cpu(pid: int) -> tuple[float, float] | None:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
-def _children_cpu() -> float:
+def children_cpu() -> float:
     """CPU seconds of the child processes waited for so far (the C clients)."""
     t = os.times()
     return t.children_user + t.children_system
@@ -574,7 +574,7 @@ def _one_cell(
         cell["error"] = f"warm-up failed: {warm.get('error') or warm.get('first_error')}"
         return cell
     runs = []
-    server_cpu, client_cpu = _process_cpu(server.proc.pid), _children_cpu()
+    server_cpu, client_cpu = process_cpu(server.proc.pid), children_cpu()
     for _ in range(n_rounds):
         r = run_echo_client(
             server.port, size, conc, round_s, per_round_warm, client=client, cpus=cpus
@@ -585,7 +585,7 @@ def _one_cell(
         runs.append(r)
     if not runs:
         return cell
-    server_after, client_after = _process_cpu(server.proc.pid), _children_cpu()
+    server_after, client_after = process_cpu(server.proc.pid), children_cpu()
     # Both CPU times cover each round's own warm-up too: count its requests at the
     # round's rate. With server and client on one CPU, req/s is 1 / (server + client
     # time per request): these show where a loop's time goes, kernel included.

@@ -74,7 +74,7 @@ def run(options: Options) -> WorkloadResult:
                 mb_per_s=cell.get("mb_per_s"),
                 p50_us=lat.get("p50"),
                 p99_us=lat.get("p99"),
-                server_us=cpu.get("server_user", 0) + cpu.get("server_kernel", 0) if cpu else None,
+                server_us=cpu["server_user"] + cpu["server_kernel"] if cpu else None,
                 server_kernel_us=cpu.get("server_kernel"),
                 client_us=cpu.get("client"),
                 unanswered=cell.get("conns_without_reply"),
