@@ -119,6 +119,8 @@ impl<E: Engine> PyDriver<E> {
     pub fn submit(&self, py: Python<'_>, ops: &Bound<'_, PyAny>) -> PyResult<usize> {
         let ops = extract_ops(ops)?;
         if ops.is_empty() {
+            // Nothing to submit, but a closed (or inherited) queue still says so.
+            self.driver().check_open()?;
             return Ok(0);
         }
         let (tokens, launch) = self.driver().begin_submit(py, &ops)?;
