@@ -140,6 +140,12 @@ class FileEngine(abc.ABC):
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self.closed = False
+        # The thread that made the engine: the only one that may close it (see
+        # ringio._engines.get).
+        self.owner = threading.get_ident()
+        # Whether only `owner` can use it (an io_uring ring of its own): a loop run
+        # in another thread then gets another engine there.
+        self.thread_bound = False
         # The engine's own NowaitHint per fd, for callers that pass none.
         self._fd_hints: dict[int, NowaitHint] = {}
 

@@ -267,6 +267,7 @@ class UringFileEngine(KernelEngine):
         ring = _core.Ring(entries, single_issuer=True)
         proactor = StagingProactor(ring, weakref.proxy(loop), cancellable=lambda op: True)
         super().__init__(loop, ring, lambda op: True, proactor)
+        self.thread_bound = True
 
     # Linux 6.18 (at least): io_uring retries a short read of a FUSE file opened in
     # direct_io mode (FOPEN_DIRECT_IO, chosen by the FUSE server) at the read's
