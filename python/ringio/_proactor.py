@@ -30,6 +30,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -69,6 +71,12 @@ class Proactor:
     ) -> None:
         self._engine = engine
         self._loop = loop
+        # The loop the ops complete on, to refuse them from another one. `loop` may
+        # be a weakref.proxy (the engines'): they set this to a reference to the
+        # real loop themselves (``home``).
+        self._home: weakref.ref[asyncio.AbstractEventLoop] | None = (
+            None if isinstance(loop, weakref.ProxyType) else weakref.ref(loop)
+        )
         self._cancellable = cancellable
         self._queue: deque[Op] = deque()
         self._flush_scheduled = False
@@ -81,6 +89,17 @@ class Proactor:
     def loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
 
+    def home(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Names the real loop behind a weakref.proxy given to the constructor."""
+        self._home = weakref.ref(loop)
+
+    def _check_loop(self) -> None:
+        home = self._home
+        if home is not None:
+            running = asyncio._get_running_loop()
+            if running is not home():
+                raise wrong_loop(home(), running)
+
     def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
         """Queues `op` (whose `data` is its future) for this loop turn's submit.
 
@@ -89,6 +108,7 @@ class Proactor:
         the future and calls ``abandon(op)`` if the await raises."""
         if self._closed:
             raise ValueError("I/O operation on closed context")
+        self._check_loop()
         fut: asyncio.Future[Any] = op.data
         self._queue.append(op)
         if len(self._queue) >= self._engine.in_flight:
@@ -220,6 +240,23 @@ class Proactor:
         self._resolve(self._engine.reap())
 
 
+def _name(loop: object) -> str:
+    return f"<{type(loop).__name__} at {id(loop):#x}>"
+
+
+def wrong_loop(
+    home: asyncio.AbstractEventLoop | None, running: asyncio.AbstractEventLoop | None
+) -> RuntimeError:
+    """The error for a file (or context) used from another loop than its own."""
+    where = "outside any running event loop" if running is None else f"on {_name(running)}"
+    return RuntimeError(
+        f"this ringio file belongs to the event loop it was opened on ({_name(home)}) "
+        f"and was used {where}: its operations complete on their own loop only. "
+        "Use it from that loop, or open it again in the loop that uses it (for "
+        "example inside the coroutine given to asyncio.run())"
+    )
+
+
 class StagingProactor(Proactor):
     """The proactor of the uring engine on a ring of its own (any loop but
     ``ringio.EventLoop``): the same policy as the base class, with the queue in
@@ -247,6 +284,7 @@ class StagingProactor(Proactor):
     def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
         if self._closed:
             raise ValueError("I/O operation on closed context")
+        self._check_loop()
         fut: asyncio.Future[Any] = op.data
         ring = self._stage_ring
         if ring is None:
@@ -257,6 +295,16 @@ class StagingProactor(Proactor):
             try:
                 where = ring._stage_one(op)
             except OSError as e:
+                if e.errno == errno.EEXIST:
+                    # SINGLE_ISSUER: the loop now runs in another thread than the
+                    # one that made this ring. Nothing was staged.
+                    raise RuntimeError(
+                        f"this ringio file's io_uring ring belongs to the thread that "
+                        f"opened the file, and its event loop {self._home_repr()} now "
+                        f"runs in another thread ({threading.current_thread().name}): "
+                        "open it again in this thread (a ring made with SINGLE_ISSUER "
+                        "works only in its own thread)"
+                    ) from None
                 self._refused([op], 0, e)
             else:
                 if where == 0:
@@ -267,6 +315,9 @@ class StagingProactor(Proactor):
         if watch and self._cancellable(op):
             fut.add_done_callback(lambda f: self._cancel_in_kernel(f, op))
         return fut
+
+    def _home_repr(self) -> str:
+        return _name(self._home() if self._home is not None else None)
 
     # The base class's _flush (end of turn) and _on_completions (after a wake-up)
     # both come here: stage what waited for room, then submit what the SQ holds.

@@ -104,7 +104,7 @@ class _ThreadEngines:
         try:
             for engine in list(self.engines):
                 _close_if_done(engine)
-        except Exception:  # noqa: BLE001 - at interpreter exit, modules may be gone
+        except Exception:  # at interpreter exit, modules may be gone
             pass
 
 
@@ -117,7 +117,7 @@ def _close_if_done(engine: FileEngine) -> None:
         return
     try:
         engine.close_engine()
-    except Exception:  # noqa: BLE001 - a failed release must not fail the caller
+    except Exception:  # a failed release must not fail the caller
         pass  # what the kernel still holds is leaked, never freed under it
     _forget(engine)
 
@@ -167,9 +167,10 @@ def get(loop: asyncio.AbstractEventLoop | None = None) -> FileEngine:
 
     A thread never closes another thread's engine. The uring engine's own ring
     (SINGLE_ISSUER) works only in the thread that made it: a loop run later in
-    another thread gets another engine there (files opened before keep theirs). The engine of a closed loop
-    is closed by its own thread (when it makes its next engine, or when it ends),
-    or else released with its loop by the garbage collector."""
+    another thread gets another engine there (files opened before keep theirs).
+    The engine of a closed loop is closed by its own thread (when it makes its
+    next engine, or when it ends), or else released with its loop by the garbage
+    collector."""
     if loop is None:
         loop = asyncio.get_running_loop()
     engine = getattr(loop, _ATTR, None)
@@ -222,7 +223,7 @@ def reset() -> None:
         if engine.owner == me and not engine.closed:
             try:
                 engine.close_engine()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         _forget(engine)
     _info = None

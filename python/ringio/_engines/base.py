@@ -153,7 +153,18 @@ class FileEngine(abc.ABC):
         # Paths that never reach a proactor or the pool (inline reads, argument
         # checks before a call) must say so themselves.
         if self.closed:
+            # The engine of a closed loop, used from the next one: say that first.
+            self._check_loop()
             raise ValueError("I/O operation on closed engine")
+
+    def _check_loop(self) -> None:
+        """Refuses use from another loop than the engine's: its futures, pool
+        results and readiness callbacks complete on its own loop only."""
+        running = asyncio._get_running_loop()
+        if running is not self.loop:
+            from .._proactor import wrong_loop
+
+            raise wrong_loop(self.loop, running)
 
     # -- per-fd knowledge ---------------------------------------------------------
     def nowait_hint(self, fd: int) -> NowaitHint:
@@ -363,6 +374,7 @@ class FileEngine(abc.ABC):
 
     def _fallback_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         self._check_open()
+        self._check_loop()
         with self._pool_lock:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(

@@ -60,6 +60,7 @@ class KernelEngine(FileEngine):
         self._queue = queue
         if proactor is None:
             proactor = Proactor(queue, weakref.proxy(loop), cancellable=cancellable)
+        proactor.home(loop)
         self._proactor = proactor
 
     def _start(self, op: _core.Op, outcome: Outcome | None) -> asyncio.Future:

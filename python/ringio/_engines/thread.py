@@ -52,6 +52,7 @@ class ThreadEngine(PoolPathOps, FileEngine):
         """Waits on the loop's own readiness notification (no thread, and a
         cancelled wait consumes nothing); False where the fd cannot be watched
         (regular files are always ready)."""
+        self._check_loop()
         fut = self.loop.create_future()
         add, remove = (
             (self.loop.add_reader, self.loop.remove_reader)

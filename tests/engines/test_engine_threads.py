@@ -16,11 +16,10 @@ import threading
 import weakref
 
 import pytest
+from tests.conftest import io_uring_fd_count
 
 import ringio
 import ringio._engines as engines
-
-from tests.conftest import io_uring_fd_count
 
 THREADS = 16
 JOBS = 200
@@ -132,9 +131,7 @@ def _run_closed(make, coro) -> None:
 
 
 @pytest.mark.parametrize("loop_kind", sorted(LOOPS))
-def test_engines_of_closed_loops_in_finished_threads_are_released(
-    engine_name, loop_kind, tmp_path
-):
+def test_engines_of_closed_loops_in_finished_threads_are_released(engine_name, loop_kind, tmp_path):
     """Neither the loop nor its engine outlives a thread that closed the loop: no
     loop kept alive by ringio, no io_uring instance or eventfd left open."""
     gc.collect()
