@@ -64,3 +64,50 @@ async def test_std_streams_without_a_file_descriptor(kind, monkeypatch):
     theirs = await _std_ops(ref, monkeypatch, kind)
     assert mine == theirs
     assert "to stdout" in str(mine)
+
+
+async def _detach_ops(lib, path) -> list:
+    out: list = []
+    path.write_bytes(b"0123456789")
+    for mode in ("rb", "r+b", "wb"):
+        cm = lib.open(path, mode)
+        f = await cm.__aenter__()
+        if mode != "wb":
+            out.append(await f.read(2))
+        if mode != "rb":
+            await f.write(b"AB")  # still in the buffer: detach() writes it
+        raw = f.detach()
+        out.append((mode, type(raw).__name__, raw.closed, raw.mode, raw.tell()))
+        out.append(raw.name == str(path))
+        for call in (lambda f=f: f.read(1), lambda f=f: f.write(b"x"), f.flush, f.tell):
+            try:
+                await call()
+                out.append("no error")
+            except Exception as e:
+                out.append(type(e).__name__)
+        try:
+            f.fileno()
+            out.append("no error")
+        except Exception as e:
+            out.append(type(e).__name__)
+        try:
+            await cm.__aexit__(None, None, None)
+            out.append("exit ok")
+        except Exception as e:
+            out.append(("exit", type(e).__name__))
+        # The raw file works on, where io's buffered file leaves it (after the
+        # read-ahead of a reader), and owns the fd.
+        if "r" in mode:
+            out.append(raw.read(3))
+        raw.close()
+        out.append((raw.closed, path.read_bytes()))
+    return out
+
+
+@BOTH
+async def test_detach_of_a_binary_file(lib, tmp_path):
+    path = tmp_path / "f"
+    out = await _detach_ops(lib, path)
+    if lib is ref:
+        return
+    assert out == await _detach_ops(ref, tmp_path / "f")
