@@ -34,6 +34,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
+from threading import get_ident as _get_ident
 from typing import Any, Protocol
 
 from ._core import Completion, Op, PartialSubmitError
@@ -72,11 +73,11 @@ class Proactor:
         self._engine = engine
         self._loop = loop
         # The loop the ops complete on, to refuse them from another one. `loop` may
-        # be a weakref.proxy (the engines'): they set this to a reference to the
-        # real loop themselves (``home``).
-        self._home: weakref.ref[asyncio.AbstractEventLoop] | None = (
-            None if isinstance(loop, weakref.ProxyType) else weakref.ref(loop)
-        )
+        # be a weakref.proxy (the engines'): they name the real loop themselves
+        # (``home``).
+        self._home: asyncio.AbstractEventLoop | None = None
+        if not isinstance(loop, weakref.ProxyType):
+            self.home(loop)
         self._cancellable = cancellable
         self._queue: deque[Op] = deque()
         self._flush_scheduled = False
@@ -90,15 +91,11 @@ class Proactor:
         return self._loop
 
     def home(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Names the real loop behind a weakref.proxy given to the constructor."""
-        self._home = weakref.ref(loop)
+        """Names the real loop behind a weakref.proxy given to the constructor.
 
-    def _check_loop(self) -> None:
-        home = self._home
-        if home is not None:
-            running = asyncio._get_running_loop()
-            if running is not home():
-                raise wrong_loop(home(), running)
+        (A strong reference: the loop already references this proactor through its
+        reader callback, so the two are garbage together.)"""
+        self._home = loop
 
     def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
         """Queues `op` (whose `data` is its future) for this loop turn's submit.
@@ -108,7 +105,9 @@ class Proactor:
         the future and calls ``abandon(op)`` if the await raises."""
         if self._closed:
             raise ValueError("I/O operation on closed context")
-        self._check_loop()
+        home = self._home  # check_loop's common case, inline (once per op)
+        if home is not None and getattr(home, "_thread_id", None) != _get_ident():
+            check_loop(home)
         fut: asyncio.Future[Any] = op.data
         self._queue.append(op)
         if len(self._queue) >= self._engine.in_flight:
@@ -244,6 +243,19 @@ def _name(loop: object) -> str:
     return f"<{type(loop).__name__} at {id(loop):#x}>"
 
 
+def check_loop(home: asyncio.AbstractEventLoop) -> None:
+    """Raises the wrong-loop RuntimeError unless `home` is the running loop.
+
+    Where the loop records the thread running it (asyncio's ``_thread_id``, None
+    while it is not running) one comparison settles the common case: only one loop
+    runs in a thread at a time, so the home loop running in this thread is the
+    running loop. (``asyncio._get_running_loop()`` costs ~4x more, per op.)"""
+    if getattr(home, "_thread_id", None) != _get_ident():
+        running = asyncio._get_running_loop()
+        if running is not home:
+            raise wrong_loop(home, running)
+
+
 def wrong_loop(
     home: asyncio.AbstractEventLoop | None, running: asyncio.AbstractEventLoop | None
 ) -> RuntimeError:
@@ -284,7 +296,9 @@ class StagingProactor(Proactor):
     def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
         if self._closed:
             raise ValueError("I/O operation on closed context")
-        self._check_loop()
+        home = self._home  # check_loop's common case, inline (once per op)
+        if home is not None and getattr(home, "_thread_id", None) != _get_ident():
+            check_loop(home)
         fut: asyncio.Future[Any] = op.data
         ring = self._stage_ring
         if ring is None:
@@ -317,7 +331,7 @@ class StagingProactor(Proactor):
         return fut
 
     def _home_repr(self) -> str:
-        return _name(self._home() if self._home is not None else None)
+        return _name(self._home)
 
     # The base class's _flush (end of turn) and _on_completions (after a wake-up)
     # both come here: stage what waited for room, then submit what the SQ holds.

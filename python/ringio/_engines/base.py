@@ -29,6 +29,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
 
+from .._proactor import check_loop
 from .many import check_many, deliver, lane_buffer, read_span, reads_in_place, split_target
 
 T = TypeVar("T")
@@ -160,11 +161,7 @@ class FileEngine(abc.ABC):
     def _check_loop(self) -> None:
         """Refuses use from another loop than the engine's: its futures, pool
         results and readiness callbacks complete on its own loop only."""
-        running = asyncio._get_running_loop()
-        if running is not self.loop:
-            from .._proactor import wrong_loop
-
-            raise wrong_loop(self.loop, running)
+        check_loop(self.loop)
 
     # -- per-fd knowledge ---------------------------------------------------------
     def nowait_hint(self, fd: int) -> NowaitHint:
