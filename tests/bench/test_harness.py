@@ -44,6 +44,17 @@ def test_table_ratio_and_markdown(tmp_path: Path) -> None:
     assert raw["tables"][0]["rows"][0]["ratio_vs_baseline"] == pytest.approx(3.0)
 
 
+def test_baseline_params_compare_every_row_with_one_baseline_cell() -> None:
+    # A blocking loop has only qd 1: every queue depth is compared with it.
+    t = Table("t", metric="ops", baseline="os.pread", higher_is_better=True,
+              baseline_params={"qd": 1})  # fmt: skip
+    t.add("os.pread", {"qd": 1}, ops=100.0)
+    t.add("ringio.open[aio]", {"qd": 1}, ops=60.0)
+    t.add("ringio.open[aio]", {"qd": 64}, ops=120.0)
+    assert [t.ratio(r) for r in t.rows] == [pytest.approx(1.0), pytest.approx(0.6),
+                                            pytest.approx(1.2)]  # fmt: skip
+
+
 def test_files_smoke_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -84,6 +95,15 @@ def test_files_smoke_run(
     row = tables[0]["rows"][0]
     assert {"contender", "params", "metrics", "ratio_vs_baseline"} <= row.keys()
     assert {"runtime_s", "threads", "rss_mb", "vsz_mb", "cpu_pct"} <= row["metrics"].keys()
+    cached = next(t for t in tables if "cached" in t["title"])
+    assert cached["baseline"] == "os.pread" and cached["baseline_params"] == {"qd": 1}
+    pread_cells = [r for r in cached["rows"] if r["contender"] == "os.pread"]
+    assert [r["params"] for r in pread_cells] == [{"qd": 1}]
+    for r in cached["rows"]:
+        m = r["metrics"]
+        assert 0 < m["ops_per_s_min"] <= m["ops_per_s"] <= m["ops_per_s_max"], r
+        assert m["cpu_us"] > 0, r
+        assert r["ratio_vs_baseline"] is not None, r  # every depth against qd 1
     direct = next(t for t in tables if "O_DIRECT" in t["title"])
     cells = [(r["contender"], r["params"]["qd"]) for r in direct["rows"]]
     assert ("ringio[aio]", 1) in cells and len(cells) == len(set(cells))
@@ -105,7 +125,8 @@ def test_vectored_smoke_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     # 2 shapes x (write, read) x (inside, outside) per contender.
     assert {r["contender"] for r in sync["rows"]} == {"os", "ringio[aio].Context"}
     assert len(sync["rows"]) == 16
-    assert {r["contender"] for r in asyncio_table["rows"]} == {"ringio[aio]"}
+    assert {r["contender"] for r in asyncio_table["rows"]} == {"os", "ringio[aio]"}
+    assert asyncio_table["baseline"] == "os"
     metrics = sync["rows"][0]["metrics"]
     assert metrics.keys() == {"separate_mb_s", "vectored_mb_s", "vectored_over_separate"}
     assert "vectored_over_separate" in captured.out
