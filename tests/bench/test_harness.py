@@ -15,7 +15,7 @@ pytest.importorskip("rich", reason="the bench extra is not installed")
 pytest.importorskip("matplotlib", reason="the bench extra is not installed")
 
 from ringio.bench import Options, Table, WorkloadResult, report
-from ringio.bench.cli import load_workload, main
+from ringio.bench.cli import main
 from ringio.bench.worker import run_worker
 from ringio.bench.workloads import files
 
@@ -111,7 +111,9 @@ def test_files_smoke_run(
         m = r["metrics"]
         assert 0 < m["ops_per_s_min"] <= m["ops_per_s"] <= m["ops_per_s_max"], r
     assert (out / "files.png").read_bytes()[:8] == PNG_MAGIC
-    assert (out / "results.md").read_text().startswith("## files")
+    md = (out / "results.md").read_text()
+    assert md.startswith("Measured ") and "\n## files" in md
+    assert {"date", "ringio_commit"} <= doc.keys() and doc["date"][:4].isdigit()
     assert not (out / ".data" / "files").exists()  # data files cleaned up
 
 
@@ -157,11 +159,33 @@ def test_worker_skip_is_reported_not_raised() -> None:
     assert answer == {"skipped": "unknown contender no-such-peer"}
 
 
-@pytest.mark.parametrize("workload", ["echo", "loop"])
-def test_future_workloads_print_not_yet_available(
-    workload: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def _without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
+    """Makes `modules` look uninstalled to the CLI's checks."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in modules else real(name, *a)
+    )
+
+
+def test_bench_without_rich_shows_plain_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if load_workload(workload) is not None:
-        pytest.skip(f"the {workload} workload has landed")
-    assert main(["bench", workload, "--smoke", "--out", str(tmp_path)]) == 0
-    assert f"notice: workload {workload}: not yet available" in capsys.readouterr().err
+    _without(monkeypatch, "rich")
+    out = tmp_path / "results"
+    argv = ["bench", "vectored", "--smoke", "--out", str(out), "--engines", "aio",
+            "--peers", "os"]  # fmt: skip
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "vectored: done (" in captured.err
+    assert "## vectored" in captured.out and (out / "results.json").exists()
+
+
+def test_bench_without_matplotlib_says_what_to_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _without(monkeypatch, "matplotlib")
+    assert main(["bench", "files", "--smoke", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install 'ringio[bench]'" in err[0]
