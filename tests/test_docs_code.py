@@ -65,3 +65,28 @@ def test_code_block_runs(where: str, code: str, fragment: bool, tmp_path: Path) 
         cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0, f"{where} failed:\n{proc.stderr[-3000:]}"
+
+
+def test_api_reference_names_every_public_name() -> None:
+    import ringio
+
+    api = (ROOT / "docs" / "api.md").read_text()
+    documented = set(re.findall(r"^::: (\S+)", api, re.M))
+    documented |= {
+        f"ringio.{m}" for m in re.findall(r"members: \[([^\]]*)\]", api) for m in m.split(", ")
+    }
+    modules = {"aio", "uring", "tempfile", "watcher"}
+    missing = [
+        name for name in ringio.__all__
+        if f"ringio.{name}" not in documented and name not in modules
+    ]  # fmt: skip
+    assert not missing, f"docs/api.md lacks {missing}"
+    for module in ("aio", "uring", "os", "os.path", "tempfile", "compat.aiofiles",
+                   "compat.caio", "compat.linux_aio"):  # fmt: skip
+        assert f"ringio.{module}" in documented, module
+
+
+def test_every_docs_page_is_in_the_site_nav() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text()
+    pages = [p.name for p in (ROOT / "docs").glob("*.md")]
+    assert [p for p in pages if f": {p}" not in nav] == []
