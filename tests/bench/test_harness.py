@@ -189,3 +189,55 @@ def test_bench_without_matplotlib_says_what_to_install(
     assert main(["bench", "files", "--smoke", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pip install 'ringio[bench]'" in err[0]
+
+
+WRK_OUTPUT = """Running 1s test @ http://127.0.0.1:8000/
+  1 threads and 100 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.21ms  310.00us   9.12ms   91.00%
+    Req/Sec    80.12k     2.10k   83.00k    70.00%
+  Latency Distribution
+     50%    1.18ms
+     75%    1.30ms
+     90%    1.41ms
+     99%    2.50ms
+  80123 requests in 1.00s, 11.23MB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 4
+Requests/sec:  80100.55
+Transfer/sec:     11.22MB
+"""
+
+
+def test_wrk_output_is_parsed() -> None:
+    from ringio.bench.workloads import http
+
+    assert http.parse_wrk(WRK_OUTPUT) == {
+        "req_per_s": 80100.55, "requests": 80123, "p50_us": 1180.0, "p99_us": 2500.0,
+        "errors": 7,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="no rate"):
+        http.parse_wrk("unable to connect to 127.0.0.1:1 Connection refused")
+
+
+def test_http_smoke_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk (Debian package) is installed by make bench-deps")
+    for module in ("uvicorn", "httptools", "aiohttp"):
+        pytest.importorskip(module)
+    out = tmp_path / "results"
+    assert main(["bench", "http", "--smoke", "--out", str(out), "--peers", "asyncio"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    tables = doc["workloads"]["http"]["tables"]
+    assert [t["title"] for t in tables] == [
+        "uvicorn, hello (GET /)", "uvicorn, json (GET /json)",
+        "aiohttp, hello (GET /)", "aiohttp, json (GET /json)",
+    ]  # fmt: skip
+    for t in tables:
+        assert {r["contender"] for r in t["rows"]} == {"ringio", "asyncio"}, t
+        for r in t["rows"]:
+            m = r["metrics"]
+            assert m["req_per_s"] > 0 and m["server_us"] > 0 and m["errors"] == 0, r
+            assert 0 < m["p50_us"] <= m["p99_us"], r

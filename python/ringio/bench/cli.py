@@ -14,13 +14,13 @@ from . import report
 from .engines import ENGINES
 from .model import Options, WorkloadResult
 
-# Workload name -> module. A workload whose module is not there yet (echo, loop) is
-# announced as "not yet available" and skipped: drop the module in to enable it.
+# Workload name -> module.
 WORKLOADS: dict[str, str] = {
     "files": "ringio.bench.workloads.files",
     "vectored": "ringio.bench.workloads.vectored",
     "echo": "ringio.bench.workloads.echo",
     "loop": "ringio.bench.workloads.loop",
+    "http": "ringio.bench.workloads.http",
 }
 
 
