@@ -150,6 +150,9 @@ struct Conn {
     /// The Python transport (`ringio.loop._transport.RingSocketTransport`): its
     /// methods handle the rare paths (EOF, errors, close after drain, flow control).
     transport: Option<Py<PyAny>>,
+    /// The `contextvars.Context` the protocol's callbacks run in (copied when the
+    /// transport was made, as asyncio's reader handle and uvloop's transport do).
+    context: Option<Py<PyAny>>,
     data_received: Option<Py<PyAny>>,
     /// (get_buffer, buffer_updated) of a BufferedProtocol.
     buffered: Option<(Py<PyAny>, Py<PyAny>)>,
@@ -598,6 +601,30 @@ impl Drop for LoopCore {
     }
 }
 
+/// What a `Data` action calls: the transport, its context and its protocol's
+/// receiving callbacks.
+struct Callbacks {
+    tr: Py<PyAny>,
+    ctx: Option<Py<PyAny>>,
+    dr: Option<Py<PyAny>>,
+    buffered: Option<(Py<PyAny>, Py<PyAny>)>,
+}
+
+/// `context.run(f, *args)`: `f` sees (and sets) the context's variables.
+fn in_context<'py>(
+    py: Python<'py>,
+    context: &Bound<'py, PyAny>,
+    f: &Bound<'py, PyAny>,
+    args: Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let run = &HandleKinds::get(py)?.context_run;
+    let mut call = Vec::with_capacity(args.len() + 2);
+    call.push(context.clone());
+    call.push(f.clone());
+    call.extend(args.iter());
+    run.bind(py).call1(PyTuple::new(py, call)?)
+}
+
 fn is_fatal(py: Python<'_>, e: &PyErr) -> bool {
     e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
 }
@@ -1028,7 +1055,7 @@ impl LoopCore {
         match action {
             Action::Readable(slot, gen) => self.receive_large(py, slot, gen),
             Action::Data(slot, gen, payload) => {
-                let (tr, dr, buffered, ring) = {
+                let (tr, ctx, dr, buffered, ring) = {
                     let mut inner = self.lock();
                     let ring = inner.ring.as_ref().map(|r| r.clone_ref(py));
                     let Some(c) = inner.conn(slot, gen) else {
@@ -1046,6 +1073,7 @@ impl LoopCore {
                     }
                     (
                         c.transport.as_ref().map(|t| t.clone_ref(py)),
+                        c.context.as_ref().map(|t| t.clone_ref(py)),
                         c.data_received.as_ref().map(|t| t.clone_ref(py)),
                         c.buffered
                             .as_ref()
@@ -1057,7 +1085,13 @@ impl LoopCore {
                     payload.discard(ring.as_ref());
                     return Ok(());
                 };
-                self.deliver(py, slot, gen, tr, dr, buffered, payload, ring.as_ref())
+                let cb = Callbacks {
+                    tr,
+                    ctx,
+                    dr,
+                    buffered,
+                };
+                self.deliver(py, slot, gen, cb, payload, ring.as_ref())
             }
             Action::Eof(slot, gen) => {
                 let tr = {
@@ -1178,13 +1212,25 @@ impl LoopCore {
             || !(c.closing || (c.eof && !c.shut) || c.want_empty)
     }
 
+    /// Calls the transport's method `name` (with `arg` if >= 0) in the transport's
+    /// context (its `_context`): the method calls the protocol (`eof_received`,
+    /// `pause_writing`, ...) or schedules `connection_lost`, whose handle copies
+    /// the context current when it is made.
     fn call(&self, py: Python<'_>, t: &Py<PyAny>, name: &str, arg: i32) -> PyResult<()> {
         let t = t.bind(py);
-        let r = if arg >= 0 {
-            t.call_method1(name, (arg,))
-        } else {
-            t.call_method0(name)
-        };
+        let ctx = t
+            .getattr(intern!(py, "_context"))
+            .ok()
+            .filter(|c| !c.is_none());
+        let r = (|| {
+            let method = t.getattr(name)?;
+            match (&ctx, arg >= 0) {
+                (Some(c), true) => in_context(py, c, &method, PyTuple::new(py, [arg])?),
+                (Some(c), false) => in_context(py, c, &method, PyTuple::empty(py)),
+                (None, true) => method.call1((arg,)),
+                (None, false) => method.call0(),
+            }
+        })();
         match r {
             Ok(_) => Ok(()),
             Err(e) if is_fatal(py, &e) => Err(e),
@@ -1192,36 +1238,65 @@ impl LoopCore {
                 // The transport's helpers do not raise; if one does, report it the way
                 // asyncio reports a failing callback rather than lose it.
                 let msg = format!("Fatal error in transport {name}()");
-                t.call_method1("_fatal_error", (e.value(py), msg)).map(drop)
+                let fatal = t.getattr(intern!(py, "_fatal_error"))?;
+                match &ctx {
+                    Some(c) => {
+                        let args = PyTuple::new(
+                            py,
+                            [e.value(py).as_any(), PyString::new(py, &msg).as_any()],
+                        )?;
+                        in_context(py, c, &fatal, args).map(drop)
+                    }
+                    None => fatal.call1((e.value(py), msg)).map(drop),
+                }
             }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn deliver(
         &self,
         py: Python<'_>,
         slot: u32,
         gen: u32,
-        tr: Py<PyAny>,
-        dr: Option<Py<PyAny>>,
-        buffered: Option<(Py<PyAny>, Py<PyAny>)>,
+        cb: Callbacks,
         payload: Payload,
         ring: Option<&Py<Ring>>,
     ) -> PyResult<()> {
+        let Callbacks {
+            tr,
+            ctx,
+            dr,
+            buffered,
+        } = cb;
+        let ctx = ctx.as_ref().map(|c| c.bind(py));
+        // The protocol's callbacks, and `_fatal_error` (which schedules
+        // connection_lost), run in the transport's context.
+        let invoke = |f: &Bound<'_, PyAny>, args: Bound<'_, PyTuple>| -> PyResult<()> {
+            match ctx {
+                Some(c) => in_context(py, c, f, args).map(drop),
+                None => f.call1(args).map(drop),
+            }
+        };
         let fail = |e: PyErr, msg: &str| -> PyResult<()> {
             if is_fatal(py, &e) {
                 return Err(e);
             }
-            tr.bind(py)
-                .call_method1("_fatal_error", (e.value(py), msg))
-                .map(drop)
+            let fatal = tr.bind(py).getattr(intern!(py, "_fatal_error"))?;
+            let args = PyTuple::new(py, [e.value(py).as_any(), PyString::new(py, msg).as_any()])?;
+            invoke(&fatal, args)
         };
         if let Some((get_buffer, buffer_updated)) = buffered {
             let data = payload.into_vec(ring, py);
             let mut off = 0;
             while off < data.len() {
-                let buf = match get_buffer.bind(py).call1((-1,)) {
+                let got = match ctx {
+                    Some(c) => {
+                        let run = HandleKinds::get(py)?.context_run.bind(py);
+                        run.call1((c, get_buffer.bind(py), -1))
+                    }
+                    None => get_buffer.bind(py).call1((-1,)),
+                };
+                let buf = match got {
                     Ok(b) => b,
                     Err(e) => return fail(e, "Fatal error: protocol.get_buffer() call failed."),
                 };
@@ -1239,7 +1314,7 @@ impl LoopCore {
                 unsafe { std::ptr::copy_nonoverlapping(data[off..].as_ptr(), view.ptr(), n) };
                 drop(view);
                 off += n;
-                if let Err(e) = buffer_updated.bind(py).call1((n,)) {
+                if let Err(e) = invoke(buffer_updated.bind(py), PyTuple::new(py, [n])?) {
                     return fail(e, "Fatal error: protocol.buffer_updated() call failed.");
                 }
                 if off < data.len() {
@@ -1281,7 +1356,14 @@ impl LoopCore {
             // asyncio fails the transport the same way for a MemoryError in recv.
             Err(e) => return fail(e, "Fatal read error on socket transport"),
         };
-        match dr.bind(py).call1((arg,)) {
+        let r = match ctx {
+            Some(c) => {
+                let run = HandleKinds::get(py)?.context_run.bind(py);
+                run.call1((c, dr.bind(py), arg))
+            }
+            None => dr.bind(py).call1((arg,)),
+        };
+        match r {
             Ok(_) => Ok(()),
             Err(e) => fail(e, "Fatal error: protocol.data_received() call failed."),
         }
@@ -1467,6 +1549,7 @@ impl LoopCore {
         }
         for c in inner.conns.iter().flatten() {
             visit.call(&c.transport)?;
+            visit.call(&c.context)?;
             visit.call(&c.data_received)?;
             if let Some((get_buffer, buffer_updated)) = &c.buffered {
                 visit.call(get_buffer)?;
@@ -1490,6 +1573,7 @@ impl LoopCore {
             let mut refs: Vec<Py<PyAny>> = Vec::new();
             for c in inner.conns.iter_mut().flatten() {
                 refs.extend(c.transport.take());
+                refs.extend(c.context.take());
                 refs.extend(c.data_received.take());
                 if let Some((a, b)) = c.buffered.take() {
                     refs.extend([a, b]);
@@ -1655,8 +1739,16 @@ impl LoopCore {
         Ok(())
     }
 
-    /// Registers a stream transport on `fd`; returns its (slot, generation).
-    fn add(&self, fd: RawFd, transport: Py<PyAny>) -> PyResult<(u32, u32)> {
+    /// Registers a stream transport on `fd`; returns its (slot, generation). The
+    /// protocol's callbacks run in `context` (a `contextvars.Context`; None: in
+    /// whatever context runs the loop).
+    #[pyo3(signature = (fd, transport, context=None))]
+    fn add(
+        &self,
+        fd: RawFd,
+        transport: Py<PyAny>,
+        context: Option<Py<PyAny>>,
+    ) -> PyResult<(u32, u32)> {
         let mut inner = self.lock();
         if inner.closed {
             return Err(PyRuntimeError::new_err("the loop core is closed"));
@@ -1667,6 +1759,7 @@ impl LoopCore {
             gen,
             fd,
             transport: Some(transport),
+            context,
             data_received: None,
             buffered: None,
             reading: false,
@@ -1860,7 +1953,7 @@ impl LoopCore {
     /// file references before the socket is closed. The slot itself is reused only
     /// after the last CQE.
     fn release(&self, py: Python<'_>, slot: u32, gen: u32) -> PyResult<()> {
-        let (transport, dr, bf, ring) = {
+        let (transport, dr, bf, ctx, ring) = {
             let mut inner = self.lock();
             let Some(c) = inner.conn(slot, gen) else {
                 return Ok(());
@@ -1878,6 +1971,7 @@ impl LoopCore {
                 c.transport.take(),
                 c.data_received.take(),
                 c.buffered.take(),
+                c.context.take(),
             );
             inner.mark(slot);
             inner.maybe_free(slot);
@@ -1885,11 +1979,12 @@ impl LoopCore {
                 taken.0,
                 taken.1,
                 taken.2,
+                taken.3,
                 inner.ring.as_ref().map(|r| r.clone_ref(py)),
             )
         };
         // Dropped without the lock: releasing them may run Python code.
-        drop((transport, dr, bf));
+        drop((transport, dr, bf, ctx));
         let Some(ring) = ring else { return Ok(()) };
         let pydriver = ring.get().inner();
         let mut inner = self.lock();

@@ -1,0 +1,300 @@
+"""What real libraries rely on, compared with asyncio's own loop: the context
+protocol callbacks run in, bytes written just before abort(), and overrides
+(a patched ``loop.time``, a ``socket.socket`` subclass) that asyncio honours."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import ringio
+
+HOST = "127.0.0.1"
+
+LOOPS = {"asyncio": asyncio.SelectorEventLoop, "ringio": ringio.EventLoop}
+
+var: contextvars.ContextVar[str] = contextvars.ContextVar("var")
+
+
+def _on(factory: Callable[[], asyncio.AbstractEventLoop], coro_fn, timeout: float = 10.0):
+    """Runs coro_fn(loop) on a new loop, in a copy of the caller's context (what
+    one run sets or leaks stays out of the next)."""
+    return contextvars.copy_context().run(_run_on, factory, coro_fn, timeout)
+
+
+def _run_on(factory, coro_fn, timeout):
+    loop = factory()
+    try:
+        return loop.run_until_complete(asyncio.wait_for(coro_fn(loop), timeout))
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+def _both(coro_fn, timeout: float = 10.0) -> dict[str, Any]:
+    """The scenario's result on asyncio's loop and on ringio's."""
+    return {name: _on(f, coro_fn, timeout) for name, f in LOOPS.items()}
+
+
+# ------------------------------------------------------------------ contexts
+
+
+class CtxProto(asyncio.Protocol):
+    """Records var.get() in every callback; data_received also sets a second
+    variable, which the next callbacks should see (one context per transport)."""
+
+    seen_var = contextvars.ContextVar("seen")
+    made_var = contextvars.ContextVar("made")
+
+    def __init__(self, log: list, done: asyncio.Future) -> None:
+        self.log = log
+        self.done = done
+        self.transport: Any = None
+
+    def _note(self, what: str) -> None:
+        self.log.append(
+            (what, var.get("MISSING"), self.seen_var.get("unset"), self.made_var.get("unset"))
+        )
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self._note("connection_made")
+        # connection_made runs in a copy of its own (asyncio's call_soon): the
+        # other callbacks do not see this.
+        self.made_var.set("set-in-connection_made")
+
+    def data_received(self, data):
+        self._note("data_received")
+        self.seen_var.set("set-in-data_received")
+        if data == b"big":
+            # Flow control: pause above 1 byte, resumed once the peer reads.
+            self.transport.set_write_buffer_limits(high=1, low=0)
+            self.transport.write(b"x" * (4 << 20))
+
+    def eof_received(self):
+        self._note("eof_received")
+        return None  # close
+
+    def pause_writing(self):
+        self._note("pause_writing")
+
+    def resume_writing(self):
+        self._note("resume_writing")
+
+    def connection_lost(self, exc):
+        self._note("connection_lost")
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+class CtxBufProto(CtxProto, asyncio.BufferedProtocol):
+    def __init__(self, log: list, done: asyncio.Future) -> None:
+        super().__init__(log, done)
+        self.buf = bytearray(64 * 1024)
+
+    def get_buffer(self, sizehint):
+        self._note("get_buffer")
+        return self.buf
+
+    def buffer_updated(self, nbytes):
+        self._note("buffer_updated")
+        self.seen_var.set("set-in-data_received")
+        if bytes(self.buf[:nbytes]) == b"big":
+            self.transport.set_write_buffer_limits(high=1, low=0)
+            self.transport.write(b"x" * (4 << 20))
+
+
+def _dedup(log: list) -> list:
+    """The distinct records in order of first appearance (how many times a
+    callback runs depends on how the kernel splits the bytes)."""
+    out: list = []
+    for item in log:
+        if item not in out:
+            out.append(item)
+    return out
+
+
+async def _server_callbacks(loop, proto_cls) -> list:
+    """A server whose protocol is made in a context where var is 'server'; the
+    loop itself runs with var unset. A client sends, then reads a large reply
+    slowly (pause/resume_writing), then shuts down its side."""
+    log: list = []
+    done = loop.create_future()
+    var.set("server")
+    srv = await loop.create_server(lambda: proto_cls(log, done), HOST, 0)
+    var.set("client-task")  # later changes of the creator's context are not seen
+    port = srv.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection(HOST, port)
+    writer.write(b"hello")
+    await writer.drain()
+    while not any(w == "data_received" or w == "buffer_updated" for w, *_ in log):
+        await asyncio.sleep(0.005)
+    writer.write(b"big")
+    await writer.drain()
+    await asyncio.sleep(0.05)
+    await reader.readexactly(4 << 20)
+    writer.write_eof()
+    await asyncio.wait_for(done, 5)
+    writer.close()
+    srv.close()
+    await srv.wait_closed()
+    return _dedup(log)
+
+
+@pytest.mark.parametrize("proto_cls", [CtxProto, CtxBufProto], ids=["Protocol", "BufferedProtocol"])
+def test_stream_callbacks_run_in_the_transports_context(proto_cls):
+    got = _both(lambda loop: _server_callbacks(loop, proto_cls))
+    assert got["ringio"] == got["asyncio"]
+    # The callbacks see the server's context, and what data_received set.
+    seen = {what: (v, s) for what, v, s, made in got["ringio"]}
+    assert all(v == "server" for v, _ in seen.values()), got["ringio"]
+    assert {made for *_, made in got["ringio"]} == {"unset"}
+    assert seen["connection_lost"] == ("server", "set-in-data_received")
+    assert seen["resume_writing"] == ("server", "set-in-data_received")
+    assert "pause_writing" in seen
+    assert "eof_received" in seen
+
+
+def test_client_callbacks_run_in_the_context_of_create_connection():
+    async def main(loop):
+        log: list = []
+        done = loop.create_future()
+
+        async def serve(reader, writer):
+            writer.write(b"hi")
+            await writer.drain()
+            writer.close()
+
+        srv = await asyncio.start_server(serve, HOST, 0)
+        port = srv.sockets[0].getsockname()[1]
+
+        async def connect():
+            var.set("connector")
+            return await loop.create_connection(lambda: CtxProto(log, done), HOST, port)
+
+        # The connection is made in a task of its own: its context is a copy.
+        await loop.create_task(connect())
+        await asyncio.wait_for(done, 5)
+        srv.close()
+        await srv.wait_closed()
+        return _dedup(log)
+
+    got = _both(main)
+    assert got["ringio"] == got["asyncio"]
+    assert {v for _, v, *_ in got["ringio"]} == {"connector"}
+
+
+class CtxDatagram(asyncio.DatagramProtocol):
+    def __init__(self, log: list, done: asyncio.Future) -> None:
+        self.log = log
+        self.done = done
+
+    def datagram_received(self, data, addr):
+        self.log.append(("datagram_received", var.get("MISSING")))
+
+    def error_received(self, exc):
+        self.log.append(("error_received", var.get("MISSING")))
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+def test_datagram_callbacks_run_in_the_transports_context():
+    async def main(loop):
+        log: list = []
+        done = loop.create_future()
+        peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        peer.bind((HOST, 0))
+        var.set("udp")
+        # Connected, so that an ICMP port-unreachable is reported (ECONNREFUSED).
+        tr, _ = await loop.create_datagram_endpoint(
+            lambda: CtxDatagram(log, done), remote_addr=peer.getsockname()
+        )
+        var.set("changed")
+        peer.sendto(b"ping", tr.get_extra_info("sockname"))
+        while not log:
+            await asyncio.sleep(0.005)
+        peer.close()
+        # The peer's port is closed now: error_received(ConnectionRefusedError).
+        for _ in range(100):
+            tr.sendto(b"x")
+            if done.done():
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.wait_for(done, 5)
+        tr.close()
+        return _dedup(log)
+
+    got = _both(main)
+    assert got["ringio"] == got["asyncio"]
+    assert got["ringio"] == [("datagram_received", "udp"), ("error_received", "udp")]
+
+
+def test_callbacks_do_not_leak_into_the_loops_context():
+    """A variable data_received sets stays in the transport's context: the
+    context that runs the loop does not see it."""
+
+    async def main(loop):
+        log: list = []
+        done = loop.create_future()
+        srv = await loop.create_server(lambda: CtxProto(log, done), HOST, 0)
+        port = srv.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection(HOST, port)
+        writer.write(b"hello")
+        await writer.drain()
+        while not log or log[-1][0] != "data_received":
+            await asyncio.sleep(0.005)
+        writer.close()
+        await asyncio.wait_for(done, 5)
+        srv.close()
+        await srv.wait_closed()
+
+    def outer(factory):
+        _run_on(factory, main, 10.0)
+        return CtxProto.seen_var.get("unset")
+
+    got = {name: contextvars.copy_context().run(outer, f) for name, f in LOOPS.items()}
+    assert got == {"asyncio": "unset", "ringio": "unset"}
+
+
+def test_connection_lost_after_a_failing_callback_runs_in_the_transports_context():
+    """data_received raises: the exception handler is called and connection_lost
+    comes through _fatal_error, both in the transport's context."""
+
+    class Failing(CtxProto):
+        def data_received(self, data):
+            self._note("data_received")
+            raise ValueError("boom")
+
+    async def main(loop):
+        log: list = []
+        done = loop.create_future()
+        handled: list = []
+        loop.set_exception_handler(
+            lambda lp, c: handled.append((type(c["exception"]).__name__, var.get("MISSING")))
+        )
+        var.set("server")
+        srv = await loop.create_server(lambda: Failing(log, done), HOST, 0)
+        var.set("changed")
+        port = srv.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection(HOST, port)
+        writer.write(b"hello")
+        await asyncio.wait_for(done, 5)
+        writer.close()
+        srv.close()
+        await srv.wait_closed()
+        return _dedup(log), handled
+
+    got = _both(main)
+    assert got["ringio"] == got["asyncio"]
+    log, handled = got["ringio"]
+    assert [(w, v) for w, v, *_ in log] == [
+        ("connection_made", "server"),
+        ("data_received", "server"),
+        ("connection_lost", "server"),
+    ]
+    assert handled == [("ValueError", "server")]
