@@ -1912,9 +1912,25 @@ impl LoopCore {
 
     /// _force_close(): stop reading, drop the queue (a send in flight is cancelled;
     /// its chunks stay alive until its CQE).
+    /// abort() (and `_force_close`): the queue is dropped, except what a
+    /// non-blocking send hands to the kernel now. asyncio's write() sends at
+    /// once while nothing is buffered, so the bytes written since the last select
+    /// (queued here, with no send in flight) would already be in the kernel there:
+    /// a server that writes its answer and aborts must still send it. With a send
+    /// in flight the socket was full, and asyncio would have buffered them too.
     fn abort(&self, slot: u32, gen: u32) {
         self.with_conn(slot, gen, |c| {
             c.reading = false;
+            if !c.send_inflight && !c.lost && !c.released {
+                // As much as the socket takes (up to MAX_IOV chunks per sendmsg);
+                // stops when it takes nothing more (EAGAIN) or fails.
+                while !c.queue.is_empty() {
+                    let before = c.queued;
+                    if c.send_now().is_some() || c.queued == before {
+                        break;
+                    }
+                }
+            }
             c.lost = true;
             if !c.send_inflight {
                 c.queue.clear();

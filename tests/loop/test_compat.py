@@ -298,3 +298,87 @@ def test_connection_lost_after_a_failing_callback_runs_in_the_transports_context
         ("connection_lost", "server"),
     ]
     assert handled == [("ValueError", "server")]
+
+
+# ------------------------------------------------------------ write + abort
+
+
+class WriteThenAbort(asyncio.Protocol):
+    """Answers the first message with `reply` (in several writes) and aborts at
+    once, as a server that rejects a request does; `when` = where it happens."""
+
+    def __init__(self, reply: list[bytes], when: str) -> None:
+        self.reply = reply
+        self.when = when
+
+    def _answer(self, transport):
+        for part in self.reply:
+            transport.write(part)
+        transport.abort()
+
+    def connection_made(self, transport):
+        self.transport = transport
+        if self.when == "connection_made":
+            self._answer(transport)
+
+    def data_received(self, data):
+        if self.when == "data_received":
+            self._answer(self.transport)
+
+
+async def _read_all(reader: asyncio.StreamReader) -> bytes:
+    out = bytearray()
+    try:
+        while chunk := await reader.read(1 << 16):
+            out += chunk
+    except ConnectionResetError:
+        pass
+    return bytes(out)
+
+
+@pytest.mark.parametrize("when", ["connection_made", "data_received"])
+def test_bytes_written_just_before_abort_reach_the_peer(when):
+    """asyncio's write() hands the bytes to an idle socket at once, so abort()
+    right after it loses nothing; ringio flushes what is queued before aborting."""
+    reply = [b"HTTP/1.1 101 Switching Protocols\r\n", b"Upgrade: websocket\r\n\r\n", bytes(4000)]
+
+    async def main(loop):
+        srv = await loop.create_server(lambda: WriteThenAbort(reply, when), HOST, 0)
+        port = srv.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection(HOST, port)
+        writer.write(b"GET / HTTP/1.1\r\n\r\n")
+        got = await asyncio.wait_for(_read_all(reader), 5)
+        writer.close()
+        srv.close()
+        await srv.wait_closed()
+        return got
+
+    got = _both(main)
+    assert got["ringio"] == got["asyncio"] == b"".join(reply)
+
+
+def test_abort_after_a_write_larger_than_the_socket_takes_does_not_block():
+    """The flush before abort is non-blocking: the peer gets a prefix of the
+    data, the rest is dropped (asyncio: what its direct send took)."""
+    data = bytes(range(256)) * (32 << 12)  # 8 MiB
+
+    class Big(asyncio.Protocol):
+        def connection_made(self, transport):
+            sock = transport.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+            transport.write(data)
+            transport.abort()
+
+    async def main(loop):
+        srv = await loop.create_server(Big, HOST, 0)
+        port = srv.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection(HOST, port)
+        got = await asyncio.wait_for(_read_all(reader), 5)
+        writer.close()
+        srv.close()
+        await srv.wait_closed()
+        return got
+
+    for name, got in _both(main).items():
+        assert 0 < len(got) < len(data), name
+        assert got == data[: len(got)], name
