@@ -2539,6 +2539,11 @@ impl LoopCore {
         if set(loop_dict, intern!(py, "_debug"))? {
             return Ok(false);
         }
+        // A `time` patched on the instance: timers are judged by it, in asyncio's
+        // `_run_once` (which `EventLoop._run_once` then takes).
+        if loop_dict.contains(intern!(py, "time"))? {
+            return Ok(false);
+        }
         for name in [
             intern!(py, "_queued"),
             intern!(py, "_to_arm"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import socket
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ LOOPS = {"asyncio": asyncio.SelectorEventLoop, "ringio": ringio.EventLoop}
 var: contextvars.ContextVar[str] = contextvars.ContextVar("var")
 
 
-def _on(factory: Callable[[], asyncio.AbstractEventLoop], coro_fn, timeout: float = 10.0):
+def _on(factory: Callable[[], asyncio.AbstractEventLoop], coro_fn, timeout: float | None = 10.0):
     """Runs coro_fn(loop) on a new loop, in a copy of the caller's context (what
     one run sets or leaks stays out of the next)."""
     return contextvars.copy_context().run(_run_on, factory, coro_fn, timeout)
@@ -30,13 +31,16 @@ def _on(factory: Callable[[], asyncio.AbstractEventLoop], coro_fn, timeout: floa
 def _run_on(factory, coro_fn, timeout):
     loop = factory()
     try:
-        return loop.run_until_complete(asyncio.wait_for(coro_fn(loop), timeout))
+        # timeout None: the scenario bounds itself (a test that moves the loop's
+        # clock would fire a wait_for's timer early).
+        coro = coro_fn(loop) if timeout is None else asyncio.wait_for(coro_fn(loop), timeout)
+        return loop.run_until_complete(coro)
     finally:
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
 
-def _both(coro_fn, timeout: float = 10.0) -> dict[str, Any]:
+def _both(coro_fn, timeout: float | None = 10.0) -> dict[str, Any]:
     """The scenario's result on asyncio's loop and on ringio's."""
     return {name: _on(f, coro_fn, timeout) for name, f in LOOPS.items()}
 
@@ -382,3 +386,185 @@ def test_abort_after_a_write_larger_than_the_socket_takes_does_not_block():
     for name, got in _both(main).items():
         assert 0 < len(got) < len(data), name
         assert got == data[: len(got)], name
+
+
+# ----------------------------------------------------------------- overrides
+
+
+def test_timers_follow_a_patched_loop_time():
+    """A loop.time patched on the instance (aiohttp's tests move time forward
+    this way) decides when timers fire, as in asyncio's _run_once."""
+
+    async def main(loop):
+        real = loop.time
+        offset = [0.0]
+        loop.time = lambda: real() + offset[0]
+        fired = loop.create_future()
+        loop.call_later(50, lambda: fired.done() or fired.set_result("fired"))
+        # A real-time bound that does not depend on the loop's clock.
+        guard = threading.Timer(
+            3, loop.call_soon_threadsafe, (lambda: fired.done() or fired.set_result("stuck"),)
+        )
+        guard.start()
+        try:
+            await asyncio.sleep(0)
+            offset[0] = 100.0
+            return await fired
+        finally:
+            guard.cancel()
+            del loop.time
+
+    got = _both(main, timeout=None)  # bounded by the guard, in real time
+    assert got == {"asyncio": "fired", "ringio": "fired"}
+
+
+def test_a_patched_loop_time_while_the_loop_runs_natively():
+    """The patch arrives while the loop already iterates (in ringio's native
+    iterations): the next iteration must use it."""
+
+    async def main(loop):
+        for _ in range(20):
+            await asyncio.sleep(0)  # native iterations under way
+        real = loop.time
+        shift = [0.0]
+        loop.time = lambda: real() + shift[0]
+        try:
+            waiter = loop.create_task(asyncio.sleep(500, "done"))
+            for _ in range(5):
+                await asyncio.sleep(0)
+            shift[0] = 501.0
+            guard = threading.Timer(3, loop.call_soon_threadsafe, (waiter.cancel,))
+            guard.start()
+            try:
+                return await waiter
+            except asyncio.CancelledError:
+                return "stuck"
+            finally:
+                guard.cancel()
+        finally:
+            del loop.time
+
+    got = _both(main, timeout=None)
+    assert got == {"asyncio": "done", "ringio": "done"}
+
+
+class CountingSocket(socket.socket):
+    """A socket.socket subclass whose I/O methods count their calls and pass
+    the bytes through (a library's instrumented or wrapped socket)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: dict[str, int] = {}
+
+    def _count(self, name: str) -> None:
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+    def recv(self, *args: Any) -> bytes:
+        self._count("recv")
+        return super().recv(*args)
+
+    def recv_into(self, *args: Any) -> int:
+        self._count("recv_into")
+        return super().recv_into(*args)
+
+    def send(self, *args: Any) -> int:
+        self._count("send")
+        return super().send(*args)
+
+    def sendmsg(self, *args: Any) -> int:
+        self._count("sendmsg")
+        return super().sendmsg(*args)
+
+
+async def _echo_server():
+    async def echo(reader, writer):
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(echo, HOST, 0)
+
+
+def test_a_socket_subclass_passed_to_create_connection_has_its_methods_called():
+    async def main(loop):
+        srv = await _echo_server()
+        port = srv.sockets[0].getsockname()[1]
+        sock = CountingSocket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        await loop.sock_connect(sock, (HOST, port))
+        reader, writer = await asyncio.open_connection(sock=sock)
+        writer.write(b"ping" * 1000)
+        got = await reader.readexactly(4000)
+        writer.close()
+        await writer.wait_closed()
+        srv.close()
+        await srv.wait_closed()
+        # Which receive method and how often depend on the loop and the timing;
+        # that the subclass saw the bytes go both ways does not.
+        return got == b"ping" * 1000, sock.calls.get("send", 0) + sock.calls.get(
+            "sendmsg", 0
+        ) > 0, sock.calls.get("recv", 0) + sock.calls.get("recv_into", 0) > 0
+
+    got = _both(main)
+    assert got == {"asyncio": (True, True, True), "ringio": (True, True, True)}
+
+
+def test_sock_methods_of_the_loop_call_a_socket_subclass():
+    async def main(loop):
+        srv = await _echo_server()
+        port = srv.sockets[0].getsockname()[1]
+        sock = CountingSocket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        await loop.sock_connect(sock, (HOST, port))
+        # Nothing to read yet: the receive waits (asyncio: readiness, then
+        # sock.recv; ringio's own sockets: a ring read).
+        pending = loop.create_task(loop.sock_recv(sock, 100))
+        await asyncio.sleep(0.02)
+        await loop.sock_sendall(sock, b"hello")
+        got = await pending
+        buf = bytearray(100)
+        reading = loop.create_task(loop.sock_recv_into(sock, buf))
+        await asyncio.sleep(0.02)
+        await loop.sock_sendall(sock, b"again")
+        n = await reading
+        sock.close()
+        srv.close()
+        await srv.wait_closed()
+        return got, bytes(buf[:n]), sock.calls.get("recv", 0), sock.calls.get("recv_into", 0)
+
+    got = _both(main)
+    assert got["ringio"][:2] == got["asyncio"][:2] == (b"hello", b"again")
+    # Each receive called the subclass's method at least twice: the first try
+    # (nothing there) and the one that got the bytes.
+    assert got["ringio"][2] >= 2 and got["ringio"][3] >= 2, got
+    assert got["asyncio"][2] >= 2 and got["asyncio"][3] >= 2, got
+
+
+def test_a_socket_subclass_without_io_overrides_keeps_the_ring_transport(loop, run):
+    from ringio.loop._transport import RingSocketTransport
+
+    class Tagged(socket.socket):
+        tag = "mine"
+
+    async def main():
+        srv = await _echo_server()
+        port = srv.sockets[0].getsockname()[1]
+        kinds = []
+        for cls in (Tagged, CountingSocket):
+            sock = cls(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            await loop.sock_connect(sock, (HOST, port))
+            reader, writer = await asyncio.open_connection(sock=sock)
+            kinds.append(type(writer.transport))
+            writer.write(b"x")
+            assert await reader.readexactly(1) == b"x"
+            writer.close()
+            await writer.wait_closed()
+        srv.close()
+        await srv.wait_closed()
+        return kinds
+
+    kinds = run(main())
+    assert kinds[0] is RingSocketTransport
+    assert kinds[1] is not RingSocketTransport

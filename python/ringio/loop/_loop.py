@@ -124,12 +124,14 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         # select_timeout, run_ready, and run_once for both with the wait between),
         # with the clock read directly instead of through self.time(), no
         # _process_events call for an empty event list, and no clock read at all
-        # when no timer is scheduled. Debug mode, a subclass's own time(), and the
-        # rare rebuild of a heap full of cancelled timers take asyncio's own.
+        # when no timer is scheduled. Debug mode, a subclass's own time() or one
+        # patched on the instance (tests that move the clock), and the rare
+        # rebuild of a heap full of cancelled timers take asyncio's own.
         scheduled = self._scheduled
         if (
             self._debug
             or type(self).time is not _BASE_TIME
+            or "time" in self.__dict__
             or (
                 len(scheduled) > _MIN_SCHEDULED_TIMER_HANDLES
                 and self._timer_cancelled_count / len(scheduled)
@@ -176,6 +178,7 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
             and getattr(self._selector, "_core", None) is not None
             and sock.type == socket.SOCK_STREAM
             and sock.family in _STREAM_FAMILIES
+            and _plain_io(sock)
         )
 
     def _make_socket_transport(  # type: ignore[override]
@@ -282,7 +285,7 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     def _ringable(self, sock: socket.socket) -> bool:
         # read()/write() are recv()/send() without flags only on stream sockets;
         # datagram sockets keep asyncio's selector path (exact recv semantics).
-        return sock.type == socket.SOCK_STREAM and not self.is_closed()
+        return sock.type == socket.SOCK_STREAM and not self.is_closed() and _plain_io(sock)
 
     def _take_leftover(self, sock: socket.socket, n: int) -> bytes | None:
         data = self._leftover.pop(sock, None)
@@ -382,6 +385,20 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
                     continue
                 raise completion.error
             n += res
+
+
+# The socket methods asyncio's socket transport and sock_* coroutines call for
+# the bytes (and the write side's end). The ring moves bytes by fd: a subclass
+# that overrides one of them keeps asyncio's readiness-based code, which calls it.
+_SOCKET_IO = ("recv", "recv_into", "send", "sendmsg", "shutdown")
+
+
+def _plain_io(sock: socket.socket) -> bool:
+    """Whether the ring may move `sock`'s bytes: its I/O methods are socket.socket's."""
+    cls = type(sock)
+    if cls is socket.socket:
+        return True
+    return all(getattr(cls, m, None) is getattr(socket.socket, m) for m in _SOCKET_IO)
 
 
 def _ignore(completion: Any) -> None:
