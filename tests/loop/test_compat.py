@@ -502,9 +502,11 @@ def test_a_socket_subclass_passed_to_create_connection_has_its_methods_called():
         await srv.wait_closed()
         # Which receive method and how often depend on the loop and the timing;
         # that the subclass saw the bytes go both ways does not.
-        return got == b"ping" * 1000, sock.calls.get("send", 0) + sock.calls.get(
-            "sendmsg", 0
-        ) > 0, sock.calls.get("recv", 0) + sock.calls.get("recv_into", 0) > 0
+        return (
+            got == b"ping" * 1000,
+            sock.calls.get("send", 0) + sock.calls.get("sendmsg", 0) > 0,
+            sock.calls.get("recv", 0) + sock.calls.get("recv_into", 0) > 0,
+        )
 
     got = _both(main)
     assert got == {"asyncio": (True, True, True), "ringio": (True, True, True)}
