@@ -40,7 +40,7 @@ SUITES: dict[str, tuple[str, list[str]]] = {
     "anyio": ("4.16.0", ["-k", "not trio and not uvloop"]),
     # uvicorn's addopts ask for pytest-xdist (-n 8): replaced by its report
     # options alone, one process (2 shared cores here).
-    "uvicorn": ("0.54.0", ["-o", "addopts=-rxXs --strict-config", "--timeout", "60"]),
+    "uvicorn": ("0.54.0", ["-o", "addopts=-rfExXs --strict-config", "--timeout", "60"]),
 }
 
 
