@@ -1,11 +1,11 @@
-"""Runs anyio's and uvicorn's own test suites on ringio's event loop.
+"""Runs anyio's, uvicorn's and (part of) aiohttp's own test suites on ringio's loop.
 
-    .venv/bin/python tools/ecosystem/run.py [--suites anyio,uvicorn]
+    .venv/bin/python tools/ecosystem/run.py [--suites anyio,uvicorn,aiohttp]
         [--loop ringio|asyncio] [-- PYTEST_ARGS]
 
 ``make test-ecosystem`` installs the pinned packages (``requirements.txt``) and
-runs this. The tests come from each project's sdist on PyPI (both ship their
-``tests/``), downloaded with ``pip download --no-binary :all:`` into
+runs this. The tests come from each project's sdist on PyPI (all three ship
+their ``tests/``), downloaded with ``pip download --no-binary :all:`` into
 ``build/ecosystem/`` and unpacked there once. Each suite runs in its own pytest
 process, from its unpacked tree, with its own configuration, plus the
 ``ringio_ecosystem`` plugin (``ringio_ecosystem.py``: ringio becomes the default
@@ -41,6 +41,20 @@ SUITES: dict[str, tuple[str, list[str]]] = {
     # uvicorn's addopts ask for pytest-xdist (-n 8): replaced by its report
     # options alone, one process (2 shared cores here).
     "uvicorn": ("0.54.0", ["-o", "addopts=-rfExXs --strict-config", "--timeout", "60"]),
+    # aiohttp's whole suite is long (and its addopts ask for xdist and coverage):
+    # its functional client/server and websocket modules, on the pure-asyncio
+    # loop parameter ("pyloop", which asyncio.new_event_loop() makes: ringio).
+    "aiohttp": (
+        "3.14.5",
+        [
+            *("-o", "addopts=-rfE --strict-markers", "--timeout", "60"),
+            *("--aiohttp-loop", "pyloop"),
+            "tests/test_web_functional.py",
+            "tests/test_client_functional.py",
+            "tests/test_web_websocket_functional.py",
+            "tests/test_client_ws_functional.py",
+        ],
+    ),
 }
 
 
@@ -93,12 +107,14 @@ def main() -> int:
         loops = BUILD / f"{tag}-loops.json"
         env["RINGIO_ECOSYSTEM_JSON"] = str(loops)
         cmd = [
-            *(sys.executable, "-m", "pytest", "-p", "ringio_ecosystem"),
+            # -P: the current directory (the unpacked sdist, with the package's
+            # source) is not put first on sys.path: the installed release is tested.
+            *(sys.executable, "-P", "-m", "pytest", "-p", "ringio_ecosystem"),
             *("-p", "no:asyncio", "-p", "no:cacheprovider", f"--junitxml={xml}"),
             *args,
             *a.pytest_args,
         ]
-        if not any(not arg.startswith("-") for arg in a.pytest_args):
+        if not any(not arg.startswith("-") for arg in [*a.pytest_args, *args[-1:]]):
             cmd.append("tests")  # the whole suite unless paths were given
         print(f"== {name} {version} on {a.loop}: {' '.join(cmd[1:])}", flush=True)
         rc = subprocess.run(cmd, cwd=tree, env=env).returncode
