@@ -513,6 +513,14 @@ struct Inner {
     pending: Vec<RawCompletion>,
     /// Driver completions to hand out first (the last select raised).
     backlog: Vec<Py<Completion>>,
+    /// Deliveries a select made while handles were already ready (`select_step`'s
+    /// `defer`): run by `run_deferred`, a handle queued behind those, so that the
+    /// handles run first, as in asyncio, whose reader handles join the ready queue
+    /// after them. With `deferred_resumed`, the resumed transports' backlogs.
+    deferred: Vec<Action>,
+    deferred_resumed: Vec<u32>,
+    /// A `run_deferred` handle is queued (`claim_deferred`).
+    deferred_queued: bool,
     closed: bool,
 }
 
@@ -630,6 +638,21 @@ fn is_fatal(py: Python<'_>, e: &PyErr) -> bool {
 }
 
 impl LoopCore {
+    fn has_deferred(&self) -> bool {
+        let inner = self.lock();
+        !inner.deferred.is_empty() || !inner.deferred_resumed.is_empty()
+    }
+
+    /// Whether the caller is to queue a `run_deferred` handle: there are deferred
+    /// deliveries and none is queued yet.
+    fn claim_deferred(&self) -> bool {
+        let mut inner = self.lock();
+        let due = !inner.deferred_queued
+            && (!inner.deferred.is_empty() || !inner.deferred_resumed.is_empty());
+        inner.deferred_queued |= due;
+        due
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.inner)
     }
@@ -1579,7 +1602,8 @@ impl LoopCore {
                     refs.extend([a, b]);
                 }
             }
-            (refs, std::mem::take(&mut inner.backlog))
+            let deferred = std::mem::take(&mut inner.deferred);
+            (refs, std::mem::take(&mut inner.backlog), deferred)
         };
         // Dropped without the lock: releasing them may run Python code.
         drop(taken);
@@ -1590,7 +1614,10 @@ impl LoopCore {
     /// completion for up to `timeout` seconds when `block`, None: no limit), runs
     /// the transports' completions (protocol callbacks included) and returns the
     /// Driver's completions.
-    #[pyo3(signature = (ring, ops, block, timeout=None))]
+    /// `defer`: handles are ready already; the transports' deliveries wait for
+    /// `run_deferred` (the caller queues it behind them; `deferred` says whether
+    /// there is anything to run).
+    #[pyo3(signature = (ring, ops, block, timeout=None, defer=false))]
     fn select(
         &self,
         py: Python<'_>,
@@ -1598,12 +1625,38 @@ impl LoopCore {
         ops: &Bound<'_, PyAny>,
         block: bool,
         timeout: Option<f64>,
+        defer: bool,
     ) -> PyResult<Vec<Py<Completion>>> {
         let ops: Vec<Bound<'_, Op>> = ops
             .try_iter()?
             .map(|o| o.and_then(|o| o.cast_into::<Op>().map_err(PyErr::from)))
             .collect::<PyResult<_>>()?;
-        self.select_step(py, ring, ops, block, timeout)
+        self.select_step(py, ring, ops, block, timeout, defer)
+    }
+
+    /// Runs the deliveries a select deferred (see `select`'s `defer`).
+    fn run_deferred(&self, py: Python<'_>) -> PyResult<()> {
+        let (actions, resumed) = {
+            let mut inner = self.lock();
+            inner.deferred_queued = false;
+            (
+                std::mem::take(&mut inner.deferred),
+                std::mem::take(&mut inner.deferred_resumed),
+            )
+        };
+        self.run_actions(py, actions, resumed)
+    }
+
+    /// True when the caller is to queue `run_deferred` now (deferred deliveries
+    /// wait and no handle for them is queued); marks it queued.
+    fn queue_deferred(&self) -> bool {
+        self.claim_deferred()
+    }
+
+    /// Whether a select deferred deliveries that `run_deferred` has not run yet.
+    #[getter]
+    fn deferred(&self) -> bool {
+        self.has_deferred()
     }
 
     /// Iterations of the event loop, `run_once` after `run_once`, for as long as
@@ -1617,7 +1670,7 @@ impl LoopCore {
     /// going back to Python, whose per-iteration checks were a quarter of an idle
     /// iteration's instructions.
     fn run_iterations<'py>(
-        &self,
+        slf: &Bound<'py, Self>,
         py: Python<'py>,
         event_loop: &Bound<'py, PyAny>,
         selector: &Bound<'py, PyAny>,
@@ -1635,10 +1688,11 @@ impl LoopCore {
                 .get_item(intern!(py, "_stopping"))?
                 .map_or(Ok(true), |v| v.is_truthy())
         };
+        let this = slf.get();
         let mut stopping = stopping_now()?;
         loop {
             NATIVE_ITERATIONS.fetch_add(1, Ordering::Relaxed);
-            let done = self.run_once(py, event_loop, ring, ready, scheduled, stopping)?;
+            let done = this.run_once(slf, py, event_loop, ring, ready, scheduled, stopping)?;
             if done.is_some() || stopping {
                 return Ok(done);
             }
@@ -2025,13 +2079,20 @@ impl LoopCore {
     /// closed, or is kept alive elsewhere). Chunks a ring that was not shut down
     /// may still read are leaked rather than freed.
     fn close_all(&self, py: Python<'_>) {
-        let (conns, ring) = {
+        let (conns, ring, deferred) = {
             let mut inner = self.lock();
             inner.closed = true;
             inner.dirty.clear();
             inner.resumed.clear();
             inner.pending.clear();
-            (std::mem::take(&mut inner.conns), inner.ring.take())
+            inner.deferred_resumed.clear();
+            // Dropped below, without the lock (they may hold transports).
+            let deferred = std::mem::take(&mut inner.deferred);
+            (
+                std::mem::take(&mut inner.conns),
+                inner.ring.take(),
+                deferred,
+            )
         };
         // Not `is_closed()`: a ring whose close failed (another thread owns it; the
         // selector keeps it in its graveyard) is closed for Python but not shut
@@ -2040,6 +2101,7 @@ impl LoopCore {
         for c in conns.into_iter().flatten() {
             c.dispose(ring_done);
         }
+        drop(deferred);
         let _ = py;
     }
 
@@ -2251,6 +2313,7 @@ impl LoopCore {
         mut ops: Vec<Bound<'_, Op>>,
         block: bool,
         timeout: Option<f64>,
+        defer: bool,
     ) -> PyResult<Vec<Py<Completion>>> {
         let mut timeout = match timeout {
             Some(t) if t.is_nan() || t < 0.0 => {
@@ -2280,6 +2343,8 @@ impl LoopCore {
                     && inner.backlog.is_empty()
                     && inner.pending.is_empty()
                     && inner.resumed.is_empty()
+                    && inner.deferred.is_empty()
+                    && inner.deferred_resumed.is_empty()
                     && inner.ready_large.is_empty();
                 let mut driver = pydriver.driver();
                 driver.check_open()?;
@@ -2412,7 +2477,6 @@ impl LoopCore {
                 actions.push(Action::Readable(slot, gen));
             }
         }
-        let mut it = actions.into_iter();
         let mut failure = None;
         // Loop-bound Watchers with new completions: their wakers only resolve the
         // future a `wait_io_async` awaits (they process the CQEs when it resumes).
@@ -2425,20 +2489,33 @@ impl LoopCore {
                 }
             }
         }
-        if failure.is_none() {
-            for a in it.by_ref() {
-                if let Err(e) = self.run(py, a) {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
-        if failure.is_none() {
-            if let Err(e) = self.deliver_resumed(py, resumed) {
-                failure = Some(e);
-            }
+        if defer {
+            // Handles were ready before this select: the deliveries wait for them
+            // (the caller queues `run_deferred` behind them).
+            let mut inner = self.lock();
+            inner.deferred.extend(actions);
+            inner.deferred_resumed.extend(resumed);
         } else {
-            self.lock().resumed.extend(resumed);
+            // Deliveries deferred by an earlier select whose handle did not run
+            // (an exception stopped the loop) go first.
+            let (mut all, mut all_resumed) = {
+                let mut inner = self.lock();
+                inner.deferred_queued = false;
+                (
+                    std::mem::take(&mut inner.deferred),
+                    std::mem::take(&mut inner.deferred_resumed),
+                )
+            };
+            all.extend(actions);
+            all_resumed.extend(resumed);
+            if failure.is_none() {
+                if let Err(e) = self.run_actions(py, all, all_resumed) {
+                    failure = Some(e);
+                }
+            } else {
+                self.stash(py, all.into_iter());
+                self.lock().resumed.extend(all_resumed);
+            }
         }
         if failure.is_none() && interrupted {
             if let Err(e) = py.check_signals() {
@@ -2452,9 +2529,35 @@ impl LoopCore {
         }
         if let Some(e) = failure {
             // Keep what this step could not hand out: the next select delivers it.
+            self.lock().backlog = results;
+            return Err(e);
+        }
+        Ok(results)
+    }
+
+    /// Runs a select's deliveries: the transports' actions (protocol callbacks),
+    /// then the backlogs of resumed transports. On an exception that stops the
+    /// loop (KeyboardInterrupt, SystemExit), what was not delivered is kept for
+    /// the next select.
+    fn run_actions(&self, py: Python<'_>, actions: Vec<Action>, resumed: Vec<u32>) -> PyResult<()> {
+        let mut it = actions.into_iter();
+        for a in it.by_ref() {
+            if let Err(e) = self.run(py, a) {
+                self.stash(py, it);
+                self.lock().resumed.extend(resumed);
+                return Err(e);
+            }
+        }
+        self.deliver_resumed(py, resumed)
+    }
+
+    /// Keeps actions that could not run: received bytes, EOF and errors go to
+    /// their transports' backlogs (delivered, in order, by the next select).
+    fn stash(&self, py: Python<'_>, actions: impl Iterator<Item = Action>) {
+        {
             let mut inner = self.lock();
             let ring = inner.ring.as_ref().map(|r| r.clone_ref(py));
-            for a in it {
+            for a in actions {
                 match a {
                     Action::Data(slot, gen, p) => {
                         if let Some(c) = inner.conn(slot, gen) {
@@ -2480,10 +2583,7 @@ impl LoopCore {
                     Action::Call(..) | Action::SendDone(..) => {}
                 }
             }
-            inner.backlog = results;
-            return Err(e);
         }
-        Ok(results)
     }
 
     /// One iteration of the event loop, asyncio's `BaseEventLoop._run_once`, for
@@ -2500,6 +2600,7 @@ impl LoopCore {
     /// timers that are due. None when the whole iteration ran here.
     fn run_once(
         &self,
+        slf: &Bound<'_, Self>,
         py: Python<'_>,
         event_loop: &Bound<'_, PyAny>,
         ring: &Bound<'_, Ring>,
@@ -2509,7 +2610,23 @@ impl LoopCore {
     ) -> PyResult<Option<Vec<Py<Completion>>>> {
         let timeout = Self::select_timeout(event_loop, ready, scheduled, stopping)?;
         let block = timeout.is_none_or(|t| t > 0.0);
-        let done = self.select_step(py, ring, Vec::new(), block, timeout.filter(|_| block))?;
+        // Handles ready before the select run before what it receives (asyncio's
+        // order): the deliveries go in a handle queued behind them.
+        let defer = ready.len()? > 0;
+        let done = self.select_step(
+            py,
+            ring,
+            Vec::new(),
+            block,
+            timeout.filter(|_| block),
+            defer,
+        )?;
+        if defer && self.claim_deferred() {
+            event_loop.call_method1(
+                intern!(py, "call_soon"),
+                (slf.getattr(intern!(py, "run_deferred"))?,),
+            )?;
+        }
         if !done.is_empty() {
             return Ok(Some(done));
         }

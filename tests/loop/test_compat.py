@@ -570,3 +570,42 @@ def test_a_socket_subclass_without_io_overrides_keeps_the_ring_transport(loop, r
     kinds = run(main())
     assert kinds[0] is RingSocketTransport
     assert kinds[1] is not RingSocketTransport
+
+
+# ------------------------------------------------------------------ ordering
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["native", "debug"])
+def test_handles_ready_before_the_select_run_before_its_data_received(debug):
+    """asyncio runs the handles that were ready when an iteration began before the
+    I/O callbacks its select reports (aiohttp's concurrent ws.close() tasks rely
+    on it). ringio's core delivers received bytes during the select: it must keep
+    that order (debug: asyncio's own _run_once drives the selector)."""
+
+    async def main(loop):
+        loop.set_debug(debug)
+        log: list = []
+
+        class P(asyncio.Protocol):
+            def data_received(self, data):
+                log.append(("data_received", data))
+
+            def eof_received(self):
+                log.append(("eof_received", None))
+
+        a, b = socket.socketpair()
+        await loop.create_connection(P, sock=a)
+        await asyncio.sleep(0.01)
+        for i in range(3):
+            b.send(b"x%d" % i)  # in the kernel before the next select
+            loop.call_soon(log.append, ("call_soon", i))  # ready before it
+            await asyncio.sleep(0.01)
+        b.shutdown(socket.SHUT_WR)
+        loop.call_soon(log.append, ("call_soon", "eof"))
+        await asyncio.sleep(0.01)
+        b.close()
+        return log
+
+    got = _both(main)
+    assert got["ringio"] == got["asyncio"]
+    assert got["ringio"][:2] == [("call_soon", 0), ("data_received", b"x0")]

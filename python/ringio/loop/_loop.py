@@ -88,6 +88,8 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
                 "back to asyncio's own loop",
             )
         super().__init__(selector if selector is not None else RingSelector(entries))
+        if isinstance(self._selector, RingSelector):
+            self._selector._loop_ready = self._ready
         # Bytes that a cancelled ring recv had already taken from a socket: handed
         # to the next sock_recv*/sock_recv_into on that socket, never lost.
         self._leftover: weakref.WeakKeyDictionary[socket.socket, bytes] = (
@@ -165,10 +167,19 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         # backlog): the same two native halves around its Python select().
         timeout = _LoopCore.select_timeout(self, self._ready, scheduled, self._stopping)
         event_list = sel.select(timeout)
-        if event_list:
+        if event_list or sel._core.deferred:
             self._process_events(event_list)
         event_list = None  # breaks cycles when an exception occurs
         _LoopCore.run_ready(self, self._ready, scheduled)
+
+    def _process_events(self, event_list: list[Any]) -> None:
+        # The select deferred the transports' deliveries (handles were ready
+        # before it): they run in a handle queued behind those, with the I/O
+        # callbacks of this select, before the timers that are due (asyncio's order).
+        core = getattr(self._selector, "_core", None)
+        if core is not None and core.queue_deferred():
+            self.call_soon(core.run_deferred)
+        super()._process_events(event_list)
 
     # ----------------------------------------------------------- transports
 
