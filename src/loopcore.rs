@@ -1688,11 +1688,10 @@ impl LoopCore {
                 .get_item(intern!(py, "_stopping"))?
                 .map_or(Ok(true), |v| v.is_truthy())
         };
-        let this = slf.get();
         let mut stopping = stopping_now()?;
         loop {
             NATIVE_ITERATIONS.fetch_add(1, Ordering::Relaxed);
-            let done = this.run_once(slf, py, event_loop, ring, ready, scheduled, stopping)?;
+            let done = Self::run_once(slf, event_loop, ring, ready, scheduled, stopping)?;
             if done.is_some() || stopping {
                 return Ok(done);
             }
@@ -2599,21 +2598,20 @@ impl LoopCore {
     /// them, then calls `run_ready`: asyncio runs I/O callbacks' handles after the
     /// timers that are due. None when the whole iteration ran here.
     fn run_once(
-        &self,
         slf: &Bound<'_, Self>,
-        py: Python<'_>,
         event_loop: &Bound<'_, PyAny>,
         ring: &Bound<'_, Ring>,
         ready: &Bound<'_, PyAny>,
         scheduled: &Bound<'_, PyList>,
         stopping: bool,
     ) -> PyResult<Option<Vec<Py<Completion>>>> {
+        let (this, py) = (slf.get(), slf.py());
         let timeout = Self::select_timeout(event_loop, ready, scheduled, stopping)?;
         let block = timeout.is_none_or(|t| t > 0.0);
         // Handles ready before the select run before what it receives (asyncio's
         // order): the deliveries go in a handle queued behind them.
         let defer = ready.len()? > 0;
-        let done = self.select_step(
+        let done = this.select_step(
             py,
             ring,
             Vec::new(),
@@ -2621,7 +2619,7 @@ impl LoopCore {
             timeout.filter(|_| block),
             defer,
         )?;
-        if defer && self.claim_deferred() {
+        if defer && this.claim_deferred() {
             event_loop.call_method1(
                 intern!(py, "call_soon"),
                 (slf.getattr(intern!(py, "run_deferred"))?,),
