@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 export PYO3_PYTHON := $(abspath $(PY))
 
-.PHONY: test bench lint docs venv install bench-deps sanitize miri clean fmt
+.PHONY: test bench lint docs venv install bench-deps sanitize miri clean fmt test-ecosystem
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,14 @@ install: $(STAMP)
 test: install
 	cargo test --quiet
 	$(PY) -m pytest -q
+
+# anyio's and uvicorn's own test suites on ringio's loop (not part of `make test`:
+# it installs their test dependencies from PyPI, pinned in
+# tools/ecosystem/requirements.txt, and downloads their sdists, which carry the
+# tests, into build/ecosystem/). Results and each failure: docs/ecosystem.md.
+test-ecosystem: install
+	$(PIP) install -q -r tools/ecosystem/requirements.txt
+	$(PY) tools/ecosystem/run.py
 
 lint: install
 	cargo fmt --check
@@ -90,7 +98,7 @@ docs: install
 	$(VENV)/bin/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) target site
+	rm -rf $(VENV) target site build
 
 # Networking benchmark peers (gaio echo benchmarks in Go, closed-loop echo client in C),
 # built into bench/build/. Each is skipped with a note when its toolchain is missing.

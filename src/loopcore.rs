@@ -150,6 +150,9 @@ struct Conn {
     /// The Python transport (`ringio.loop._transport.RingSocketTransport`): its
     /// methods handle the rare paths (EOF, errors, close after drain, flow control).
     transport: Option<Py<PyAny>>,
+    /// The `contextvars.Context` the protocol's callbacks run in (copied when the
+    /// transport was made, as asyncio's reader handle and uvloop's transport do).
+    context: Option<Py<PyAny>>,
     data_received: Option<Py<PyAny>>,
     /// (get_buffer, buffer_updated) of a BufferedProtocol.
     buffered: Option<(Py<PyAny>, Py<PyAny>)>,
@@ -510,6 +513,14 @@ struct Inner {
     pending: Vec<RawCompletion>,
     /// Driver completions to hand out first (the last select raised).
     backlog: Vec<Py<Completion>>,
+    /// Deliveries a select made while handles were already ready (`select_step`'s
+    /// `defer`): run by `run_deferred`, a handle queued behind those, so that the
+    /// handles run first, as in asyncio, whose reader handles join the ready queue
+    /// after them. With `deferred_resumed`, the resumed transports' backlogs.
+    deferred: Vec<Action>,
+    deferred_resumed: Vec<u32>,
+    /// A `run_deferred` handle is queued (`claim_deferred`).
+    deferred_queued: bool,
     closed: bool,
 }
 
@@ -598,11 +609,50 @@ impl Drop for LoopCore {
     }
 }
 
+/// What a `Data` action calls: the transport, its context and its protocol's
+/// receiving callbacks.
+struct Callbacks {
+    tr: Py<PyAny>,
+    ctx: Option<Py<PyAny>>,
+    dr: Option<Py<PyAny>>,
+    buffered: Option<(Py<PyAny>, Py<PyAny>)>,
+}
+
+/// `context.run(f, *args)`: `f` sees (and sets) the context's variables.
+fn in_context<'py>(
+    py: Python<'py>,
+    context: &Bound<'py, PyAny>,
+    f: &Bound<'py, PyAny>,
+    args: Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let run = &HandleKinds::get(py)?.context_run;
+    let mut call = Vec::with_capacity(args.len() + 2);
+    call.push(context.clone());
+    call.push(f.clone());
+    call.extend(args.iter());
+    run.bind(py).call1(PyTuple::new(py, call)?)
+}
+
 fn is_fatal(py: Python<'_>, e: &PyErr) -> bool {
     e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
 }
 
 impl LoopCore {
+    fn has_deferred(&self) -> bool {
+        let inner = self.lock();
+        !inner.deferred.is_empty() || !inner.deferred_resumed.is_empty()
+    }
+
+    /// Whether the caller is to queue a `run_deferred` handle: there are deferred
+    /// deliveries and none is queued yet.
+    fn claim_deferred(&self) -> bool {
+        let mut inner = self.lock();
+        let due = !inner.deferred_queued
+            && (!inner.deferred.is_empty() || !inner.deferred_resumed.is_empty());
+        inner.deferred_queued |= due;
+        due
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.inner)
     }
@@ -1028,7 +1078,7 @@ impl LoopCore {
         match action {
             Action::Readable(slot, gen) => self.receive_large(py, slot, gen),
             Action::Data(slot, gen, payload) => {
-                let (tr, dr, buffered, ring) = {
+                let (tr, ctx, dr, buffered, ring) = {
                     let mut inner = self.lock();
                     let ring = inner.ring.as_ref().map(|r| r.clone_ref(py));
                     let Some(c) = inner.conn(slot, gen) else {
@@ -1046,6 +1096,7 @@ impl LoopCore {
                     }
                     (
                         c.transport.as_ref().map(|t| t.clone_ref(py)),
+                        c.context.as_ref().map(|t| t.clone_ref(py)),
                         c.data_received.as_ref().map(|t| t.clone_ref(py)),
                         c.buffered
                             .as_ref()
@@ -1057,7 +1108,13 @@ impl LoopCore {
                     payload.discard(ring.as_ref());
                     return Ok(());
                 };
-                self.deliver(py, slot, gen, tr, dr, buffered, payload, ring.as_ref())
+                let cb = Callbacks {
+                    tr,
+                    ctx,
+                    dr,
+                    buffered,
+                };
+                self.deliver(py, slot, gen, cb, payload, ring.as_ref())
             }
             Action::Eof(slot, gen) => {
                 let tr = {
@@ -1178,13 +1235,25 @@ impl LoopCore {
             || !(c.closing || (c.eof && !c.shut) || c.want_empty)
     }
 
+    /// Calls the transport's method `name` (with `arg` if >= 0) in the transport's
+    /// context (its `_context`): the method calls the protocol (`eof_received`,
+    /// `pause_writing`, ...) or schedules `connection_lost`, whose handle copies
+    /// the context current when it is made.
     fn call(&self, py: Python<'_>, t: &Py<PyAny>, name: &str, arg: i32) -> PyResult<()> {
         let t = t.bind(py);
-        let r = if arg >= 0 {
-            t.call_method1(name, (arg,))
-        } else {
-            t.call_method0(name)
-        };
+        let ctx = t
+            .getattr(intern!(py, "_context"))
+            .ok()
+            .filter(|c| !c.is_none());
+        let r = (|| {
+            let method = t.getattr(name)?;
+            match (&ctx, arg >= 0) {
+                (Some(c), true) => in_context(py, c, &method, PyTuple::new(py, [arg])?),
+                (Some(c), false) => in_context(py, c, &method, PyTuple::empty(py)),
+                (None, true) => method.call1((arg,)),
+                (None, false) => method.call0(),
+            }
+        })();
         match r {
             Ok(_) => Ok(()),
             Err(e) if is_fatal(py, &e) => Err(e),
@@ -1192,36 +1261,65 @@ impl LoopCore {
                 // The transport's helpers do not raise; if one does, report it the way
                 // asyncio reports a failing callback rather than lose it.
                 let msg = format!("Fatal error in transport {name}()");
-                t.call_method1("_fatal_error", (e.value(py), msg)).map(drop)
+                let fatal = t.getattr(intern!(py, "_fatal_error"))?;
+                match &ctx {
+                    Some(c) => {
+                        let args = PyTuple::new(
+                            py,
+                            [e.value(py).as_any(), PyString::new(py, &msg).as_any()],
+                        )?;
+                        in_context(py, c, &fatal, args).map(drop)
+                    }
+                    None => fatal.call1((e.value(py), msg)).map(drop),
+                }
             }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn deliver(
         &self,
         py: Python<'_>,
         slot: u32,
         gen: u32,
-        tr: Py<PyAny>,
-        dr: Option<Py<PyAny>>,
-        buffered: Option<(Py<PyAny>, Py<PyAny>)>,
+        cb: Callbacks,
         payload: Payload,
         ring: Option<&Py<Ring>>,
     ) -> PyResult<()> {
+        let Callbacks {
+            tr,
+            ctx,
+            dr,
+            buffered,
+        } = cb;
+        let ctx = ctx.as_ref().map(|c| c.bind(py));
+        // The protocol's callbacks, and `_fatal_error` (which schedules
+        // connection_lost), run in the transport's context.
+        let invoke = |f: &Bound<'_, PyAny>, args: Bound<'_, PyTuple>| -> PyResult<()> {
+            match ctx {
+                Some(c) => in_context(py, c, f, args).map(drop),
+                None => f.call1(args).map(drop),
+            }
+        };
         let fail = |e: PyErr, msg: &str| -> PyResult<()> {
             if is_fatal(py, &e) {
                 return Err(e);
             }
-            tr.bind(py)
-                .call_method1("_fatal_error", (e.value(py), msg))
-                .map(drop)
+            let fatal = tr.bind(py).getattr(intern!(py, "_fatal_error"))?;
+            let args = PyTuple::new(py, [e.value(py).as_any(), PyString::new(py, msg).as_any()])?;
+            invoke(&fatal, args)
         };
         if let Some((get_buffer, buffer_updated)) = buffered {
             let data = payload.into_vec(ring, py);
             let mut off = 0;
             while off < data.len() {
-                let buf = match get_buffer.bind(py).call1((-1,)) {
+                let got = match ctx {
+                    Some(c) => {
+                        let run = HandleKinds::get(py)?.context_run.bind(py);
+                        run.call1((c, get_buffer.bind(py), -1))
+                    }
+                    None => get_buffer.bind(py).call1((-1,)),
+                };
+                let buf = match got {
                     Ok(b) => b,
                     Err(e) => return fail(e, "Fatal error: protocol.get_buffer() call failed."),
                 };
@@ -1239,7 +1337,7 @@ impl LoopCore {
                 unsafe { std::ptr::copy_nonoverlapping(data[off..].as_ptr(), view.ptr(), n) };
                 drop(view);
                 off += n;
-                if let Err(e) = buffer_updated.bind(py).call1((n,)) {
+                if let Err(e) = invoke(buffer_updated.bind(py), PyTuple::new(py, [n])?) {
                     return fail(e, "Fatal error: protocol.buffer_updated() call failed.");
                 }
                 if off < data.len() {
@@ -1281,7 +1379,14 @@ impl LoopCore {
             // asyncio fails the transport the same way for a MemoryError in recv.
             Err(e) => return fail(e, "Fatal read error on socket transport"),
         };
-        match dr.bind(py).call1((arg,)) {
+        let r = match ctx {
+            Some(c) => {
+                let run = HandleKinds::get(py)?.context_run.bind(py);
+                run.call1((c, dr.bind(py), arg))
+            }
+            None => dr.bind(py).call1((arg,)),
+        };
+        match r {
             Ok(_) => Ok(()),
             Err(e) => fail(e, "Fatal error: protocol.data_received() call failed."),
         }
@@ -1467,6 +1572,7 @@ impl LoopCore {
         }
         for c in inner.conns.iter().flatten() {
             visit.call(&c.transport)?;
+            visit.call(&c.context)?;
             visit.call(&c.data_received)?;
             if let Some((get_buffer, buffer_updated)) = &c.buffered {
                 visit.call(get_buffer)?;
@@ -1490,12 +1596,14 @@ impl LoopCore {
             let mut refs: Vec<Py<PyAny>> = Vec::new();
             for c in inner.conns.iter_mut().flatten() {
                 refs.extend(c.transport.take());
+                refs.extend(c.context.take());
                 refs.extend(c.data_received.take());
                 if let Some((a, b)) = c.buffered.take() {
                     refs.extend([a, b]);
                 }
             }
-            (refs, std::mem::take(&mut inner.backlog))
+            let deferred = std::mem::take(&mut inner.deferred);
+            (refs, std::mem::take(&mut inner.backlog), deferred)
         };
         // Dropped without the lock: releasing them may run Python code.
         drop(taken);
@@ -1506,7 +1614,10 @@ impl LoopCore {
     /// completion for up to `timeout` seconds when `block`, None: no limit), runs
     /// the transports' completions (protocol callbacks included) and returns the
     /// Driver's completions.
-    #[pyo3(signature = (ring, ops, block, timeout=None))]
+    /// `defer`: handles are ready already; the transports' deliveries wait for
+    /// `run_deferred` (the caller queues it behind them; `deferred` says whether
+    /// there is anything to run).
+    #[pyo3(signature = (ring, ops, block, timeout=None, defer=false))]
     fn select(
         &self,
         py: Python<'_>,
@@ -1514,12 +1625,38 @@ impl LoopCore {
         ops: &Bound<'_, PyAny>,
         block: bool,
         timeout: Option<f64>,
+        defer: bool,
     ) -> PyResult<Vec<Py<Completion>>> {
         let ops: Vec<Bound<'_, Op>> = ops
             .try_iter()?
             .map(|o| o.and_then(|o| o.cast_into::<Op>().map_err(PyErr::from)))
             .collect::<PyResult<_>>()?;
-        self.select_step(py, ring, ops, block, timeout)
+        self.select_step(py, ring, ops, block, timeout, defer)
+    }
+
+    /// Runs the deliveries a select deferred (see `select`'s `defer`).
+    fn run_deferred(&self, py: Python<'_>) -> PyResult<()> {
+        let (actions, resumed) = {
+            let mut inner = self.lock();
+            inner.deferred_queued = false;
+            (
+                std::mem::take(&mut inner.deferred),
+                std::mem::take(&mut inner.deferred_resumed),
+            )
+        };
+        self.run_actions(py, actions, resumed)
+    }
+
+    /// True when the caller is to queue `run_deferred` now (deferred deliveries
+    /// wait and no handle for them is queued); marks it queued.
+    fn queue_deferred(&self) -> bool {
+        self.claim_deferred()
+    }
+
+    /// Whether a select deferred deliveries that `run_deferred` has not run yet.
+    #[getter]
+    fn deferred(&self) -> bool {
+        self.has_deferred()
     }
 
     /// Iterations of the event loop, `run_once` after `run_once`, for as long as
@@ -1533,7 +1670,7 @@ impl LoopCore {
     /// going back to Python, whose per-iteration checks were a quarter of an idle
     /// iteration's instructions.
     fn run_iterations<'py>(
-        &self,
+        slf: &Bound<'py, Self>,
         py: Python<'py>,
         event_loop: &Bound<'py, PyAny>,
         selector: &Bound<'py, PyAny>,
@@ -1554,7 +1691,7 @@ impl LoopCore {
         let mut stopping = stopping_now()?;
         loop {
             NATIVE_ITERATIONS.fetch_add(1, Ordering::Relaxed);
-            let done = self.run_once(py, event_loop, ring, ready, scheduled, stopping)?;
+            let done = Self::run_once(slf, event_loop, ring, ready, scheduled, stopping)?;
             if done.is_some() || stopping {
                 return Ok(done);
             }
@@ -1655,8 +1792,16 @@ impl LoopCore {
         Ok(())
     }
 
-    /// Registers a stream transport on `fd`; returns its (slot, generation).
-    fn add(&self, fd: RawFd, transport: Py<PyAny>) -> PyResult<(u32, u32)> {
+    /// Registers a stream transport on `fd`; returns its (slot, generation). The
+    /// protocol's callbacks run in `context` (a `contextvars.Context`; None: in
+    /// whatever context runs the loop).
+    #[pyo3(signature = (fd, transport, context=None))]
+    fn add(
+        &self,
+        fd: RawFd,
+        transport: Py<PyAny>,
+        context: Option<Py<PyAny>>,
+    ) -> PyResult<(u32, u32)> {
         let mut inner = self.lock();
         if inner.closed {
             return Err(PyRuntimeError::new_err("the loop core is closed"));
@@ -1667,6 +1812,7 @@ impl LoopCore {
             gen,
             fd,
             transport: Some(transport),
+            context,
             data_received: None,
             buffered: None,
             reading: false,
@@ -1819,9 +1965,25 @@ impl LoopCore {
 
     /// _force_close(): stop reading, drop the queue (a send in flight is cancelled;
     /// its chunks stay alive until its CQE).
+    /// abort() (and `_force_close`): the queue is dropped, except what a
+    /// non-blocking send hands to the kernel now. asyncio's write() sends at
+    /// once while nothing is buffered, so the bytes written since the last select
+    /// (queued here, with no send in flight) would already be in the kernel there:
+    /// a server that writes its answer and aborts must still send it. With a send
+    /// in flight the socket was full, and asyncio would have buffered them too.
     fn abort(&self, slot: u32, gen: u32) {
         self.with_conn(slot, gen, |c| {
             c.reading = false;
+            if !c.send_inflight && !c.lost && !c.released {
+                // As much as the socket takes (up to MAX_IOV chunks per sendmsg);
+                // stops when it takes nothing more (EAGAIN) or fails.
+                while !c.queue.is_empty() {
+                    let before = c.queued;
+                    if c.send_now().is_some() || c.queued == before {
+                        break;
+                    }
+                }
+            }
             c.lost = true;
             if !c.send_inflight {
                 c.queue.clear();
@@ -1860,7 +2022,7 @@ impl LoopCore {
     /// file references before the socket is closed. The slot itself is reused only
     /// after the last CQE.
     fn release(&self, py: Python<'_>, slot: u32, gen: u32) -> PyResult<()> {
-        let (transport, dr, bf, ring) = {
+        let (transport, dr, bf, ctx, ring) = {
             let mut inner = self.lock();
             let Some(c) = inner.conn(slot, gen) else {
                 return Ok(());
@@ -1878,6 +2040,7 @@ impl LoopCore {
                 c.transport.take(),
                 c.data_received.take(),
                 c.buffered.take(),
+                c.context.take(),
             );
             inner.mark(slot);
             inner.maybe_free(slot);
@@ -1885,11 +2048,12 @@ impl LoopCore {
                 taken.0,
                 taken.1,
                 taken.2,
+                taken.3,
                 inner.ring.as_ref().map(|r| r.clone_ref(py)),
             )
         };
         // Dropped without the lock: releasing them may run Python code.
-        drop((transport, dr, bf));
+        drop((transport, dr, bf, ctx));
         let Some(ring) = ring else { return Ok(()) };
         let pydriver = ring.get().inner();
         let mut inner = self.lock();
@@ -1914,13 +2078,20 @@ impl LoopCore {
     /// closed, or is kept alive elsewhere). Chunks a ring that was not shut down
     /// may still read are leaked rather than freed.
     fn close_all(&self, py: Python<'_>) {
-        let (conns, ring) = {
+        let (conns, ring, deferred) = {
             let mut inner = self.lock();
             inner.closed = true;
             inner.dirty.clear();
             inner.resumed.clear();
             inner.pending.clear();
-            (std::mem::take(&mut inner.conns), inner.ring.take())
+            inner.deferred_resumed.clear();
+            // Dropped below, without the lock (they may hold transports).
+            let deferred = std::mem::take(&mut inner.deferred);
+            (
+                std::mem::take(&mut inner.conns),
+                inner.ring.take(),
+                deferred,
+            )
         };
         // Not `is_closed()`: a ring whose close failed (another thread owns it; the
         // selector keeps it in its graveyard) is closed for Python but not shut
@@ -1929,6 +2100,7 @@ impl LoopCore {
         for c in conns.into_iter().flatten() {
             c.dispose(ring_done);
         }
+        drop(deferred);
         let _ = py;
     }
 
@@ -2140,6 +2312,7 @@ impl LoopCore {
         mut ops: Vec<Bound<'_, Op>>,
         block: bool,
         timeout: Option<f64>,
+        defer: bool,
     ) -> PyResult<Vec<Py<Completion>>> {
         let mut timeout = match timeout {
             Some(t) if t.is_nan() || t < 0.0 => {
@@ -2169,6 +2342,8 @@ impl LoopCore {
                     && inner.backlog.is_empty()
                     && inner.pending.is_empty()
                     && inner.resumed.is_empty()
+                    && inner.deferred.is_empty()
+                    && inner.deferred_resumed.is_empty()
                     && inner.ready_large.is_empty();
                 let mut driver = pydriver.driver();
                 driver.check_open()?;
@@ -2301,7 +2476,6 @@ impl LoopCore {
                 actions.push(Action::Readable(slot, gen));
             }
         }
-        let mut it = actions.into_iter();
         let mut failure = None;
         // Loop-bound Watchers with new completions: their wakers only resolve the
         // future a `wait_io_async` awaits (they process the CQEs when it resumes).
@@ -2314,20 +2488,33 @@ impl LoopCore {
                 }
             }
         }
-        if failure.is_none() {
-            for a in it.by_ref() {
-                if let Err(e) = self.run(py, a) {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
-        if failure.is_none() {
-            if let Err(e) = self.deliver_resumed(py, resumed) {
-                failure = Some(e);
-            }
+        if defer {
+            // Handles were ready before this select: the deliveries wait for them
+            // (the caller queues `run_deferred` behind them).
+            let mut inner = self.lock();
+            inner.deferred.extend(actions);
+            inner.deferred_resumed.extend(resumed);
         } else {
-            self.lock().resumed.extend(resumed);
+            // Deliveries deferred by an earlier select whose handle did not run
+            // (an exception stopped the loop) go first.
+            let (mut all, mut all_resumed) = {
+                let mut inner = self.lock();
+                inner.deferred_queued = false;
+                (
+                    std::mem::take(&mut inner.deferred),
+                    std::mem::take(&mut inner.deferred_resumed),
+                )
+            };
+            all.extend(actions);
+            all_resumed.extend(resumed);
+            if failure.is_none() {
+                if let Err(e) = self.run_actions(py, all, all_resumed) {
+                    failure = Some(e);
+                }
+            } else {
+                self.stash(py, all.into_iter());
+                self.lock().resumed.extend(all_resumed);
+            }
         }
         if failure.is_none() && interrupted {
             if let Err(e) = py.check_signals() {
@@ -2341,9 +2528,35 @@ impl LoopCore {
         }
         if let Some(e) = failure {
             // Keep what this step could not hand out: the next select delivers it.
+            self.lock().backlog = results;
+            return Err(e);
+        }
+        Ok(results)
+    }
+
+    /// Runs a select's deliveries: the transports' actions (protocol callbacks),
+    /// then the backlogs of resumed transports. On an exception that stops the
+    /// loop (KeyboardInterrupt, SystemExit), what was not delivered is kept for
+    /// the next select.
+    fn run_actions(&self, py: Python<'_>, actions: Vec<Action>, resumed: Vec<u32>) -> PyResult<()> {
+        let mut it = actions.into_iter();
+        for a in it.by_ref() {
+            if let Err(e) = self.run(py, a) {
+                self.stash(py, it);
+                self.lock().resumed.extend(resumed);
+                return Err(e);
+            }
+        }
+        self.deliver_resumed(py, resumed)
+    }
+
+    /// Keeps actions that could not run: received bytes, EOF and errors go to
+    /// their transports' backlogs (delivered, in order, by the next select).
+    fn stash(&self, py: Python<'_>, actions: impl Iterator<Item = Action>) {
+        {
             let mut inner = self.lock();
             let ring = inner.ring.as_ref().map(|r| r.clone_ref(py));
-            for a in it {
+            for a in actions {
                 match a {
                     Action::Data(slot, gen, p) => {
                         if let Some(c) = inner.conn(slot, gen) {
@@ -2369,10 +2582,7 @@ impl LoopCore {
                     Action::Call(..) | Action::SendDone(..) => {}
                 }
             }
-            inner.backlog = results;
-            return Err(e);
         }
-        Ok(results)
     }
 
     /// One iteration of the event loop, asyncio's `BaseEventLoop._run_once`, for
@@ -2388,17 +2598,33 @@ impl LoopCore {
     /// them, then calls `run_ready`: asyncio runs I/O callbacks' handles after the
     /// timers that are due. None when the whole iteration ran here.
     fn run_once(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         event_loop: &Bound<'_, PyAny>,
         ring: &Bound<'_, Ring>,
         ready: &Bound<'_, PyAny>,
         scheduled: &Bound<'_, PyList>,
         stopping: bool,
     ) -> PyResult<Option<Vec<Py<Completion>>>> {
+        let (this, py) = (slf.get(), slf.py());
         let timeout = Self::select_timeout(event_loop, ready, scheduled, stopping)?;
         let block = timeout.is_none_or(|t| t > 0.0);
-        let done = self.select_step(py, ring, Vec::new(), block, timeout.filter(|_| block))?;
+        // Handles ready before the select run before what it receives (asyncio's
+        // order): the deliveries go in a handle queued behind them.
+        let defer = ready.len()? > 0;
+        let done = this.select_step(
+            py,
+            ring,
+            Vec::new(),
+            block,
+            timeout.filter(|_| block),
+            defer,
+        )?;
+        if defer && this.claim_deferred() {
+            event_loop.call_method1(
+                intern!(py, "call_soon"),
+                (slf.getattr(intern!(py, "run_deferred"))?,),
+            )?;
+        }
         if !done.is_empty() {
             return Ok(Some(done));
         }
@@ -2426,6 +2652,11 @@ impl LoopCore {
             d.get_item(name)?.map_or(Ok(true), |v| v.is_truthy())
         };
         if set(loop_dict, intern!(py, "_debug"))? {
+            return Ok(false);
+        }
+        // A `time` patched on the instance: timers are judged by it, in asyncio's
+        // `_run_once` (which `EventLoop._run_once` then takes).
+        if loop_dict.contains(intern!(py, "time"))? {
             return Ok(false);
         }
         for name in [

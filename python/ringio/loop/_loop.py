@@ -88,6 +88,8 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
                 "back to asyncio's own loop",
             )
         super().__init__(selector if selector is not None else RingSelector(entries))
+        if isinstance(self._selector, RingSelector):
+            self._selector._loop_ready = self._ready
         # Bytes that a cancelled ring recv had already taken from a socket: handed
         # to the next sock_recv*/sock_recv_into on that socket, never lost.
         self._leftover: weakref.WeakKeyDictionary[socket.socket, bytes] = (
@@ -124,12 +126,14 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         # select_timeout, run_ready, and run_once for both with the wait between),
         # with the clock read directly instead of through self.time(), no
         # _process_events call for an empty event list, and no clock read at all
-        # when no timer is scheduled. Debug mode, a subclass's own time(), and the
-        # rare rebuild of a heap full of cancelled timers take asyncio's own.
+        # when no timer is scheduled. Debug mode, a subclass's own time() or one
+        # patched on the instance (tests that move the clock), and the rare
+        # rebuild of a heap full of cancelled timers take asyncio's own.
         scheduled = self._scheduled
         if (
             self._debug
             or type(self).time is not _BASE_TIME
+            or "time" in self.__dict__
             or (
                 len(scheduled) > _MIN_SCHEDULED_TIMER_HANDLES
                 and self._timer_cancelled_count / len(scheduled)
@@ -163,10 +167,19 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         # backlog): the same two native halves around its Python select().
         timeout = _LoopCore.select_timeout(self, self._ready, scheduled, self._stopping)
         event_list = sel.select(timeout)
-        if event_list:
+        if event_list or sel._core.deferred:
             self._process_events(event_list)
         event_list = None  # breaks cycles when an exception occurs
         _LoopCore.run_ready(self, self._ready, scheduled)
+
+    def _process_events(self, event_list: list[Any]) -> None:
+        # The select deferred the transports' deliveries (handles were ready
+        # before it): they run in a handle queued behind those, with the I/O
+        # callbacks of this select, before the timers that are due (asyncio's order).
+        core = getattr(self._selector, "_core", None)
+        if core is not None and core.queue_deferred():
+            self.call_soon(core.run_deferred)
+        super()._process_events(event_list)
 
     # ----------------------------------------------------------- transports
 
@@ -176,6 +189,7 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
             and getattr(self._selector, "_core", None) is not None
             and sock.type == socket.SOCK_STREAM
             and sock.family in _STREAM_FAMILIES
+            and _plain_io(sock)
         )
 
     def _make_socket_transport(  # type: ignore[override]
@@ -282,7 +296,7 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     def _ringable(self, sock: socket.socket) -> bool:
         # read()/write() are recv()/send() without flags only on stream sockets;
         # datagram sockets keep asyncio's selector path (exact recv semantics).
-        return sock.type == socket.SOCK_STREAM and not self.is_closed()
+        return sock.type == socket.SOCK_STREAM and not self.is_closed() and _plain_io(sock)
 
     def _take_leftover(self, sock: socket.socket, n: int) -> bytes | None:
         data = self._leftover.pop(sock, None)
@@ -382,6 +396,20 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
                     continue
                 raise completion.error
             n += res
+
+
+# The socket methods asyncio's socket transport and sock_* coroutines call for
+# the bytes (and the write side's end). The ring moves bytes by fd: a subclass
+# that overrides one of them keeps asyncio's readiness-based code, which calls it.
+_SOCKET_IO = ("recv", "recv_into", "send", "sendmsg", "shutdown")
+
+
+def _plain_io(sock: socket.socket) -> bool:
+    """Whether the ring may move `sock`'s bytes: its I/O methods are socket.socket's."""
+    cls = type(sock)
+    if cls is socket.socket:
+        return True
+    return all(getattr(cls, m, None) is getattr(socket.socket, m) for m in _SOCKET_IO)
 
 
 def _ignore(completion: Any) -> None:

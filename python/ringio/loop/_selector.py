@@ -111,6 +111,9 @@ class RingSelector(selectors.BaseSelector):
     loop is often created in one thread and run in another.
     """
 
+    # The owning loop's ready deque (EventLoop sets it): see select().
+    _loop_ready: Any = None
+
     def __init__(self, entries: int = 256) -> None:
         self._entries = entries
         self._fd_to_key: dict[int, selectors.SelectorKey] = {}
@@ -376,7 +379,12 @@ class RingSelector(selectors.BaseSelector):
         # A timeout <= 0 (negative included, as selectors take it) only reaps; NaN
         # goes on to the core, which refuses it.
         block = not self._backlog and (timeout is None or not timeout <= 0)
-        done = self._core.select(ring, ops, block, timeout if block else None)
+        # Handles already ready (the loop's _ready, set by EventLoop): the core
+        # defers its protocol callbacks to a handle queued behind them, as asyncio
+        # queues reader handles after them (EventLoop._process_events queues it).
+        done = self._core.select(
+            ring, ops, block, timeout if block else None, bool(self._loop_ready)
+        )
         if self._backlog:
             backlog, self._backlog = self._backlog, []
             backlog.extend(done)

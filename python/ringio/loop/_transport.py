@@ -16,6 +16,7 @@ errors (through ``_fatal_error`` exactly as asyncio), flow control callbacks.
 
 from __future__ import annotations
 
+import contextvars
 import socket
 import warnings
 from asyncio import base_events, constants, futures, protocols, transports, trsock
@@ -35,6 +36,7 @@ class RingSocketTransport(transports._FlowControlMixin, transports.Transport):  
     # Set early: __del__ and __repr__ must work even if __init__ failed.
     _sock: socket.socket | None = None
     _cid: tuple[int, int] | None = None
+    _context: contextvars.Context | None = None
 
     def __init__(
         self,
@@ -59,7 +61,13 @@ class RingSocketTransport(transports._FlowControlMixin, transports.Transport):  
                 self._extra["peername"] = None
         self._sock = sock
         self._sock_fd = sock.fileno()
-        self._cid = self._core.add(self._sock_fd, self)
+        # The protocol's callbacks (data_received, get_buffer/buffer_updated,
+        # eof_received, pause/resume_writing, connection_lost after the peer's EOF
+        # or an error) run in a copy of the context that made the transport, as
+        # with asyncio's reader handle; connection_made in a copy of its own, as
+        # asyncio's call_soon makes it.
+        self._context = contextvars.copy_context()
+        self._cid = self._core.add(self._sock_fd, self, self._context)
         slot, gen = self._cid
         # The hot path: transport.write is the native writer's bound method.
         self.write = self._core_writer(slot, gen).write  # type: ignore[method-assign]
