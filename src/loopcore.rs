@@ -2331,6 +2331,7 @@ impl LoopCore {
         // its CQE arrived before the next request) waits again, in Rust, until the
         // deadline: a Python loop iteration per send completion was half of the
         // iterations with one connection (1.5 selects per request, counted).
+        let mut signal_err: Option<PyErr> = None;
         let (raw, mut side, wakers, enter_err, interrupted, early_actions) = loop {
             let (ring_fd, tokens, to_submit, flush_err, block, skip_enter) = {
                 let mut inner = self.lock();
@@ -2437,6 +2438,13 @@ impl LoopCore {
             if !quiet {
                 break (raw, side, wakers, enter_err, interrupted, Some(actions));
             }
+            // A signal delivered after the enter returned (its C handler ran while this
+            // thread was absorbing the sends) interrupts no later wait: its Python
+            // handler runs now, or Ctrl-C would wait for the next completion.
+            if let Err(e) = py.check_signals() {
+                signal_err = Some(e);
+                break (raw, side, wakers, enter_err, interrupted, Some(actions));
+            }
             if let Some(d) = deadline {
                 let now = Instant::now();
                 if now >= d {
@@ -2515,6 +2523,9 @@ impl LoopCore {
                 self.stash(py, all.into_iter());
                 self.lock().resumed.extend(all_resumed);
             }
+        }
+        if failure.is_none() {
+            failure = signal_err;
         }
         if failure.is_none() && interrupted {
             if let Err(e) = py.check_signals() {
