@@ -1,4 +1,4 @@
-//! The event loop's native hot path (`ringio.EventLoop`, phase 2).
+//! The event loop's native hot path (`ringio.EventLoop`).
 //!
 //! [`LoopCore`] shares the loop's one ring (`ringio.uring.Ring`, driven by the
 //! selector's polls and the `sock_*` ops) and runs stream transports on it:
@@ -6,7 +6,9 @@
 //! * receive: one multishot `RECV` per reading transport into a provided-buffer ring
 //!   registered on that ring; each CQE's bytes become one `bytes` handed straight to
 //!   `protocol.data_received` (or copied into `get_buffer()` for a BufferedProtocol),
-//!   called from here during the selector step, with no Python Handle in between;
+//!   called from here during the selector step, with no Python Handle in between. A
+//!   transport whose receives average 48 KiB or more is served by readiness instead
+//!   (a multishot `POLL_ADD`, then turns of a `recv` straight into a new `bytes`);
 //! * send: `write()` appends to a per-transport queue (small writes are coalesced,
 //!   `bytes` of 2 KiB or more are kept by reference, never copied); every transport
 //!   with queued data gets one `SEND`/`SENDMSG` pushed right before the loop's next
@@ -326,7 +328,7 @@ enum Payload {
     /// every received byte was page-faulted anew); one at a time, malloc reuses
     /// the same memory.
     Segs(Vec<(u16, usize)>),
-    /// A buffer of the `bytes`-backed group: the kernel received into it directly.
+    /// A `bytes` the kernel received into directly (a large-receive turn).
     Obj(Py<PyBytes>),
 }
 
@@ -563,8 +565,8 @@ fn note_received(conn: &mut Conn, n: usize, batch: u64) -> bool {
     let mut changed = false;
     if conn.rx_batch != batch {
         if conn.rx_batch != 0 {
-            // The first batch with data starts the average (it used to start at 0,
-            // and a new connection of 100 KiB messages took four to move).
+            // The first batch with data starts the average (an average starting at
+            // 0 would take a new connection of 100 KiB messages four batches to move).
             let avg = conn
                 .rx_avg
                 .map_or(conn.rx_acc, |a| (a * 3 + conn.rx_acc) / 4);

@@ -3,9 +3,9 @@
     .venv/bin/python tools/loop_ab.py [--rounds N] [--size B] [--conc N]
         [--flavours sockets,streams,protocol] [contender ...]
 
-Contenders: ``ringio`` (phase 2 transports), ``ringio-sel`` (ringio with
-``RINGIO_LOOP_TRANSPORT=selector``: asyncio's transports on the ring selector, i.e.
-phase 1), ``uvloop``, ``asyncio``, and ``ringio@TREE``: ringio as built in another
+Contenders: ``ringio`` (the ring stream transports), ``ringio-sel`` (ringio with
+``RINGIO_LOOP_TRANSPORT=selector``: asyncio's own socket transport on the ring
+selector), ``uvloop``, ``asyncio``, and ``ringio@TREE``: ringio as built in another
 work tree (its ``.venv`` and its ``bench/servers/echo_server.py``), e.g.
 ``ringio@/work/main`` to compare a branch with main in the same run, and
 ``ringio+VAR=VALUE``: ringio with that environment variable set. Server and C
@@ -31,10 +31,11 @@ import sys
 from ringio.bench.netpeers import children_cpu, process_cpu
 
 # The interpreter by its path relative to the repo when it lives there (.venv/bin/
-# python): on this machine, the phase-1 selector path ran 2.5x slower when the same
-# interpreter was started by its absolute path /work/<tree>/.venv/bin/python (seen
-# with the old select code too; uvloop, asyncio and the ring transport were not
-# affected). Not understood; the relative form matches how the Makefile runs it.
+# python): on this machine, asyncio's transport on the ring selector ran 2.5x slower
+# when the same interpreter was started by its absolute path
+# /work/<tree>/.venv/bin/python (2026-11-22; uvloop, asyncio and the ring transport
+# were not affected). Not understood; the relative form matches how the Makefile
+# runs it.
 _REL = os.path.relpath(sys.executable)
 PY = sys.executable if _REL.startswith("..") else _REL
 

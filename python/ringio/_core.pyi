@@ -176,8 +176,8 @@ class Ring:
 
 @final
 class LoopCore:
-    """The native half of ringio.EventLoop (docs/loop.md, phase 2): stream
-    transports on the loop's ring, and one io_uring_enter per selector step."""
+    """The native half of ringio.EventLoop (docs/loop.md): stream transports on
+    the loop's ring, and one io_uring_enter per selector step."""
 
     def __init__(self) -> None: ...
     def select(

@@ -263,7 +263,7 @@ async def test_a_closed_engine_refuses_even_cached_reads(engine, data_file):
         await engine.pread_bytes(fd, 4, 0)
 
 
-# -- O_DIRECT, cancellation and completion delivery (issue #3) -----------------------
+# -- O_DIRECT, cancellation and completion delivery ---------------------------------
 
 
 def _open_direct(path: Path) -> int:

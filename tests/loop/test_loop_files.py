@@ -1,4 +1,4 @@
-"""File ops on ringio.EventLoop ride the loop's own ring (issue #5, section 1).
+"""File ops on ringio.EventLoop ride the loop's own ring.
 
 The whole file suite also runs on this loop (the ``uring-loop`` engine parameter of
 tests/engines/conftest.py); these tests check what is particular to it: one ring

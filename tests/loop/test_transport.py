@@ -1,4 +1,4 @@
-"""The ring stream transport (phase 2): a multishot receive into provided buffers
+"""The ring stream transport: a multishot receive into provided buffers
 and queued sends on the loop's ring, with asyncio's transport semantics."""
 
 from __future__ import annotations

@@ -1,16 +1,17 @@
 """`EventLoop`: asyncio's Unix selector event loop on an io_uring selector.
 
-Phase 1 keeps all of asyncio's transports, streams, TLS, subprocess, signal and
-executor machinery (it subclasses ``asyncio.SelectorEventLoop``) and swaps the
-layer underneath: readiness comes from io_uring polls (`RingSelector`) and the
+It keeps asyncio's streams, TLS, datagram, pipe, subprocess, signal and executor
+machinery (it subclasses ``asyncio.SelectorEventLoop``) and swaps the layer
+underneath: readiness comes from io_uring polls (`RingSelector`), and the
 stream-socket ``sock_recv``/``sock_recv_into``/``sock_sendall`` coroutines, when the
 socket is not ready at once, run as io_uring ``read``/``write`` ops that complete
 with the data, instead of waiting for readiness and then making the syscall.
 
-Phase 2: stream sockets get a `RingSocketTransport` (``_transport.py``) whose receive
+Stream sockets get a `RingSocketTransport` (``_transport.py``) whose receive
 (multishot RECV into provided buffers) and send queue run in the loop's native core
 (``ringio._core.LoopCore``), on the selector's ring, with protocol callbacks called
-from the selector step. ``RINGIO_LOOP_TRANSPORT=selector`` keeps asyncio's transport.
+from the selector step. ``RINGIO_LOOP_TRANSPORT=selector`` keeps asyncio's own
+``_SelectorSocketTransport`` (readiness-based, on the ring selector) instead.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ _MAX_RING_RECV = 64 * 1024  # below glibc's mmap threshold: no page faults per c
 _RECV_POOL = 64
 
 # RINGIO_LOOP_TRANSPORT=selector keeps asyncio's own readiness-based socket
-# transport (phase 1), for A/B comparisons; the default is the ring transport.
+# transport, running on the ring selector's polls (for A/B comparisons); the default
+# is the ring transport.
 _Handle = asyncio.Handle
 _BASE_TIME = base_events.BaseEventLoop.time
 _MIN_SCHEDULED_TIMER_HANDLES = base_events._MIN_SCHEDULED_TIMER_HANDLES

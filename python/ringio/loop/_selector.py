@@ -132,7 +132,7 @@ class RingSelector(selectors.BaseSelector):
         # Cancels requested from a thread that may not touch the ring.
         self._cancel_later: list[Any] = []
         self._closed = False
-        # The native half of the loop (phase 2): stream transports on this ring, and
+        # The native half of the loop: stream transports on this ring, and
         # submit + wait + reap in one io_uring_enter per select().
         self._core: Any = _core.LoopCore()
         # File ops on this ring (``ringio._proactor.LoopRingProactor``): gets the

@@ -1,7 +1,7 @@
 """`RingSocketTransport`: asyncio's socket transport with its I/O on the loop's ring.
 
 Semantics are those of ``asyncio.selector_events._SelectorSocketTransport``; what
-changes is where the bytes move (``docs/loop.md``, phase 2):
+changes is where the bytes move (``docs/loop.md``, "The ring stream transport"):
 
 * receiving is a multishot io_uring ``RECV`` into provided buffers, run by the loop's
   native core (``ringio._core.LoopCore``), which calls ``protocol.data_received``
