@@ -53,12 +53,14 @@ from ._core import (
 )
 from ._engines.many import read_span
 
-__all__ = ["AsyncBufferedFile", "AsyncFileIO", "AsyncTextFile", "open"]
+__all__ = ["AsyncBufferedFile", "AsyncFileIO", "AsyncTextFile", "NotAwaitedError", "open"]
 
 DEFAULT_BUFFER_SIZE = io.DEFAULT_BUFFER_SIZE
 #: Line reads and reads to EOF start at this chunk size and double up to the max.
 CHUNK_MIN = 64 * 1024
 CHUNK_MAX = 1024 * 1024
+#: The largest off_t: no file position goes beyond it.
+OFF_T_MAX = (1 << 63) - 1
 #: O_DIRECT alignment when statx cannot tell (older kernels, some filesystems).
 DIO_FALLBACK = 4096
 #: Text decodes and splits chunks of at most this: the lines made from a chunk are
@@ -853,6 +855,8 @@ class AsyncFileIO(_Base):
             raise TypeError(
                 f"a bytes-like object is required, not '{type(data).__name__}'"
             ) from None
+        if not mv.c_contiguous:  # what the builtin's write (PyBUF_SIMPLE) refuses
+            raise BufferError("memoryview: underlying buffer is not C-contiguous")
         n = mv.nbytes
         if not self._buffered:
             async with self._lock:
@@ -920,6 +924,10 @@ class AsyncFileIO(_Base):
         self._check_closed()
         offset = operator.index(offset)
         whence = operator.index(whence)
+        if not -OFF_T_MAX - 1 <= offset <= OFF_T_MAX:  # what the builtin's say
+            if self._buffered:
+                raise ValueError("cannot fit 'int' into an offset-sized integer")
+            raise OverflowError("Python int too large to convert to C long")
         if whence not in (os.SEEK_SET, os.SEEK_CUR, os.SEEK_END, os.SEEK_DATA, os.SEEK_HOLE):
             if self._buffered:
                 raise ValueError(f"whence value {whence} unsupported")
@@ -942,8 +950,12 @@ class AsyncFileIO(_Base):
                 new = (await self._eng.fstat(self._fd)).st_size + offset
             else:  # SEEK_DATA / SEEK_HOLE: only the kernel knows; lseek is cheap
                 new = os.lseek(self._fd, offset, whence)
-            if new < 0:
+            if new < 0 or new > OFF_T_MAX:
                 raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+            # The kernel decides what the file system allows (ext4: 16 TiB, vfat:
+            # 4 GiB): lseek refuses with EINVAL as the builtin's seek does, instead
+            # of a later write or close failing. The fd's own position is then ours.
+            os.lseek(self._fd, new, os.SEEK_SET)
             self._drop_read_buffer()
             self._pos = new
             return new
@@ -997,9 +1009,15 @@ class AsyncFileIO(_Base):
     def __del__(self) -> None:
         if getattr(self, "_closed", True):
             return
-        self._closed = True
         if self._closefd:
             warnings.warn(f"unclosed file {self!r}", ResourceWarning, stacklevel=2, source=self)
+        self._close_now()
+
+    def _close_now(self) -> None:
+        """Closes at collection: no op of ours can be in flight (an awaiting task
+        would hold the object)."""
+        self._closed = True
+        if self._closefd:
             try:
                 os.close(self._fd)
             except OSError:
@@ -1388,6 +1406,14 @@ class AsyncTextFile(_Base):
             finally:
                 await self.buffer.close()
 
+    def __del__(self) -> None:
+        # As io.TextIOWrapper's: the warning names the text file, not its buffer
+        # (whose own __del__ then finds it closed).
+        buffer = getattr(self, "buffer", None)
+        if buffer is not None and not getattr(buffer, "_closed", True) and buffer._closefd:
+            warnings.warn(f"unclosed file {self!r}", ResourceWarning, stacklevel=2, source=self)
+            buffer._close_now()
+
     # -- position (the stdlib's cookie algorithm, from _pyio) ------------------------
     @staticmethod
     def _pack_cookie(
@@ -1515,6 +1541,8 @@ class AsyncTextFile(_Base):
             raise ValueError(f"negative seek position {cookie!r}")
         await self.flush()
         start_pos, dec_flags, bytes_to_feed, need_eof, chars_to_skip = self._unpack_cookie(cookie)
+        if start_pos > OFF_T_MAX:  # io.TextIOWrapper reads it as a negative off_t
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         await self.buffer.seek(start_pos)
         self._unlines()
         self._set_decoded("")
@@ -1522,7 +1550,10 @@ class AsyncTextFile(_Base):
         self._chunk = self._CHUNK
         if cookie == 0 and self._decoder:
             self._decoder.reset()
-        elif self._decoder or dec_flags or chars_to_skip:
+        elif self._decoder or dec_flags or chars_to_skip or (cookie and self.buffer._readable):
+            # A cookie's decoder state applies even before the first read: flags 0
+            # are a state too (utf-16/32: byte order known, no BOM expected here),
+            # as in io.TextIOWrapper, whose decoder exists from the start.
             self._decoder = self._decoder or self._get_decoder()
             self._decoder.setstate((b"", dec_flags))
             self._snapshot = (dec_flags, b"")
@@ -1569,6 +1600,19 @@ class _Opening:
 
     async def __aexit__(self, *exc: object) -> None:
         await self._file.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for what the opener lacks: a file method used on the opener.
+        raise NotAwaitedError(
+            f"'{type(self).__name__}' object has no attribute {name!r}: ringio.open() "
+            "returns an awaitable, not the file; use `f = await ringio.open(...)` or "
+            "`async with ringio.open(...) as f`",
+            name=name, obj=self,
+        )  # fmt: skip
+
+
+class NotAwaitedError(AttributeError):
+    """A file attribute asked of what ``ringio.open()`` returns before it was awaited."""
 
 
 def open(
