@@ -435,6 +435,17 @@ class AsyncFileIO(_Base):
             self._rbuf = b""
             self._rpos = 0
 
+    def _unread(self, data: bytes) -> None:
+        """Puts back bytes that a read took before it raised (was cancelled): it
+        returns nothing, so they are the next bytes read. They come before what the
+        buffer holds, and before what a cancelled op still in the kernel brings
+        (its `_pending` appends when settled)."""
+        if data:
+            self._unlines()
+            rest = self._rbuf[self._rpos :]
+            self._rbuf = bytes(data) + rest if rest else bytes(data)
+            self._rpos = 0
+
     def _take(self, n: int) -> bytes:
         """Up to n bytes from the read buffer."""
         rpos = self._rpos
@@ -478,21 +489,25 @@ class AsyncFileIO(_Base):
             await self._before_read()
             parts = [self._take(size)]
             need = size - len(parts[0])
-            if need >= self._bufsize:
-                # Large read: straight from the file, no copy through the buffer.
-                while need > 0:
-                    data = await self._raw_read(need)
-                    if not data:
-                        break
-                    parts.append(data)
-                    need -= len(data)
-            else:
-                while need > 0:
-                    if not await self._fill_chunk(self._fill_size()):
-                        break
-                    data = self._take(need)
-                    parts.append(data)
-                    need -= len(data)
+            try:
+                if need >= self._bufsize:
+                    # Large read: straight from the file, no copy through the buffer.
+                    while need > 0:
+                        data = await self._raw_read(need)
+                        if not data:
+                            break
+                        parts.append(data)
+                        need -= len(data)
+                else:
+                    while need > 0:
+                        if not await self._fill_chunk(self._fill_size()):
+                            break
+                        data = self._take(need)
+                        parts.append(data)
+                        need -= len(data)
+            except BaseException:
+                self._unread(b"".join(parts))
+                raise
             return b"".join(parts)
 
     def _fill_size(self) -> int:
@@ -541,12 +556,16 @@ class AsyncFileIO(_Base):
                         chunk = st.st_size - pos + 1
                 except OSError:
                     pass
-            while True:
-                data = await self._raw_read(chunk)
-                if not data:
-                    break
-                parts.append(data)
-                chunk = max(self._next_chunk(chunk), CHUNK_MIN)
+            try:
+                while True:
+                    data = await self._raw_read(chunk)
+                    if not data:
+                        break
+                    parts.append(data)
+                    chunk = max(self._next_chunk(chunk), CHUNK_MIN)
+            except BaseException:
+                self._unread(b"".join(parts))
+                raise
             return b"".join(parts)
 
     async def readinto(self, buffer: Any) -> int:
@@ -580,20 +599,24 @@ class AsyncFileIO(_Base):
                 direct = await self._direct_readinto(mv)
                 if direct is not None:
                     return direct
-            while got < n:
-                if self._seekable and not self._direct:
-                    # Straight into the caller's buffer (the kernel may keep it
-                    # until the op completes, even if we are cancelled).
-                    pos = await self._raw_pos()
-                    k = await self._eng.pread(self._fd, mv[got:], pos, self._hint)
-                    self._pos = pos + k
-                else:
-                    data = await self._raw_read(n - got)
-                    k = len(data)
-                    mv[got : got + k] = data
-                got += k
-                if k == 0 or not self._buffered:
-                    break
+            try:
+                while got < n:
+                    if self._seekable and not self._direct:
+                        # Straight into the caller's buffer (the kernel may keep it
+                        # until the op completes, even if we are cancelled).
+                        pos = await self._raw_pos()
+                        k = await self._eng.pread(self._fd, mv[got:], pos, self._hint)
+                        self._pos = pos + k
+                    else:
+                        data = await self._raw_read(n - got)
+                        k = len(data)
+                        mv[got : got + k] = data
+                    got += k
+                    if k == 0 or not self._buffered:
+                        break
+            except BaseException:
+                self._unread(mv[:got].tobytes())
+                raise
             return got
 
     async def readline(self, size: int | None = -1) -> bytes:
@@ -620,11 +643,15 @@ class AsyncFileIO(_Base):
             # Unbuffered pipe: a byte at a time, like io.FileIO, so that no byte
             # past the line is consumed.
             out = bytearray(self._take(len(self._rbuf)))
-            while (size < 0 or len(out) < size) and not out.endswith(b"\n"):
-                b = await self._raw_read(1)
-                if not b:
-                    break
-                out += b
+            try:
+                while (size < 0 or len(out) < size) and not out.endswith(b"\n"):
+                    b = await self._raw_read(1)
+                    if not b:
+                        break
+                    out += b
+            except BaseException:
+                self._unread(out)
+                raise
             return bytes(out)
         chunk = CHUNK_MIN
         searched = self._rpos
@@ -648,14 +675,18 @@ class AsyncFileIO(_Base):
         hint = _index(hint)
         lines: list[bytes] = []
         total = 0
-        while True:
-            line = await self.readline()
-            if not line:
-                break
-            lines.append(line)
-            total += len(line)
-            if 0 < hint <= total:
-                break
+        try:
+            while True:
+                line = await self.readline()
+                if not line:
+                    break
+                lines.append(line)
+                total += len(line)
+                if 0 < hint <= total:
+                    break
+        except BaseException:
+            self._unread(b"".join(lines))
+            raise
         if not self._buffered:
             async with self._lock:
                 self._drop_read_buffer()
@@ -1092,6 +1123,9 @@ class AsyncTextFile(_Base):
         self._seekable = self._telling = buffer._seekable
         self._chunk = self._CHUNK
         self._eof = False
+        # While a read that may take several chunks runs (see _mark): each chunk's
+        # bytes and the snapshot made with it, to put the text back if it raises.
+        self._chunk_log: list[tuple[bytes, tuple[int, bytes] | None]] | None = None
         if self._seekable and buffer._writable:
             # Like TextIOWrapper: no BOM in the middle of a file.
             pos = buffer._pos or 0
@@ -1213,7 +1247,47 @@ class AsyncTextFile(_Base):
         self._b2cratio = len(chunk) / len(text) if text else 0.0
         if self._telling:
             self._snapshot = (dec_flags, dec_buffer + chunk)
+        if self._chunk_log is not None:
+            self._chunk_log.append((chunk, self._snapshot))
         return not eof
+
+    def _mark(self) -> tuple[Any, ...]:
+        """Where a read that may take several chunks starts; `_restore` puts back
+        what it took if it raises (is cancelled): the text it consumed, and the
+        decoded chunks it read since, as one decoded text whose snapshot covers
+        them all (so tell() stays right)."""
+        self._unlines()
+        outer = self._chunk_log is not None
+        if not outer:
+            self._chunk_log = []
+        assert self._chunk_log is not None
+        return (self._decoded, self._used, self._snapshot, len(self._chunk_log), outer)
+
+    def _unmark(self, mark: tuple[Any, ...]) -> None:
+        if not mark[4]:
+            self._chunk_log = None
+
+    def _restore(self, mark: tuple[Any, ...], taken: str) -> None:
+        decoded0, used0, snap0, start, outer = mark
+        log = self._chunk_log[start:] if self._chunk_log is not None else []
+        if not outer:
+            self._chunk_log = None
+        self._unlines()
+        # What was consumed since the mark is `taken`; what follows it is the rest
+        # of the current decoded text.
+        self._decoded = decoded0[:used0] + taken + self._decoded[self._used :]
+        self._used = used0
+        if not log:
+            return  # the same decoded text as at the mark: its snapshot holds
+        if not self._telling:
+            self._snapshot = None
+        elif snap0 is not None:
+            self._snapshot = (snap0[0], snap0[1] + b"".join(c for c, _ in log))
+        elif not decoded0 and log[0][1] is not None:
+            first = log[0][1]
+            self._snapshot = (first[0], first[1] + b"".join(c for c, _ in log[1:]))
+        else:
+            self._snapshot = None
 
     # -- reading ----------------------------------------------------------------------
     async def read(self, size: int | None = -1) -> str:
@@ -1231,10 +1305,20 @@ class AsyncTextFile(_Base):
             self._chunk = self._CHUNK
             return result
         result = self._take(size)
+        if len(result) == size:
+            return result
+        self._used -= len(result)
+        mark = self._mark()
+        self._used += len(result)
         eof = False
-        while len(result) < size and not eof:
-            eof = not await self._read_chunk()
-            result += self._take(size - len(result))
+        try:
+            while len(result) < size and not eof:
+                eof = not await self._read_chunk()
+                result += self._take(size - len(result))
+        except BaseException:
+            self._restore(mark, result)
+            raise
+        self._unmark(mark)
         return result
 
     def _find_eol(self, text: str, start: int) -> tuple[int, int]:
@@ -1270,9 +1354,17 @@ class AsyncTextFile(_Base):
         if end >= 0 and (size < 0 or end - used <= size):
             self._used = end
             return decoded[used:end]
-        return await self._readline_slow(size)
+        mark = self._mark()
+        parts: list[str] = []
+        try:
+            line = await self._readline_slow(size, parts)
+        except BaseException:
+            self._restore(mark, "".join(parts))
+            raise
+        self._unmark(mark)
+        return line
 
-    async def _readline_slow(self, size: int) -> str:
+    async def _readline_slow(self, size: int, parts: list[str]) -> str:
         # As _pyio does, the line is gathered across chunks and each chunk replaces
         # the decoded text (so tell() snapshots stay right); but in parts: of the
         # chunk where the line ends only the line's part is copied.
@@ -1283,7 +1375,7 @@ class AsyncTextFile(_Base):
                 end = size
             self._used -= len(first) - end
             return first[:end]
-        parts = [first]
+        parts.append(first)
         total = len(first)  # < size when size >= 0
         crlf = self._readnl == "\r\n"
         while True:
@@ -1314,14 +1406,20 @@ class AsyncTextFile(_Base):
         hint = _index(hint)
         lines: list[str] = []
         total = 0
-        while True:
-            line = await self.readline()
-            if not line:
-                break
-            lines.append(line)
-            total += len(line)
-            if 0 < hint <= total:
-                break
+        mark = self._mark()
+        try:
+            while True:
+                line = await self.readline()
+                if not line:
+                    break
+                lines.append(line)
+                total += len(line)
+                if 0 < hint <= total:
+                    break
+        except BaseException:
+            self._restore(mark, "".join(lines))
+            raise
+        self._unmark(mark)
         return lines
 
     async def __anext__(self) -> str:
