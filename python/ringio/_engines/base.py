@@ -113,6 +113,31 @@ def write_what_fits(fd: int, data: Any) -> int | None:
     return os.write(fd, memoryview(data).cast("B")[:_TTY_ROOM])
 
 
+def read_what_is_there(fd: int, buf: Any) -> int | None:
+    """After POLLIN: reads what the fd holds now, never waiting inside the syscall
+    (another reader of the same pipe or socket may have taken it since the poll,
+    and a blocking read would then stop the loop's thread). None when nothing is
+    there. Pipes and sockets do it with RWF_NOWAIT; files that refuse it
+    (terminals) with O_NONBLOCK set for this one call."""
+    try:
+        return os.preadv(fd, [buf], -1, os.RWF_NOWAIT)
+    except BlockingIOError:
+        return None
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    blocking = os.get_blocking(fd)
+    if blocking:
+        os.set_blocking(fd, False)
+    try:
+        return os.readv(fd, [buf])
+    except BlockingIOError:
+        return None
+    finally:
+        if blocking:
+            os.set_blocking(fd, True)
+
+
 async def _settle_thread(
     cf: concurrent.futures.Future[int], loop: asyncio.AbstractEventLoop
 ) -> int | None:

@@ -25,7 +25,14 @@ from typing import Any
 
 from .. import _core
 from .._proactor import LoopRingProactor, Proactor, StagingProactor
-from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, write_what_fits
+from .base import (
+    FileEngine,
+    NowaitHint,
+    Outcome,
+    PoolPathOps,
+    read_what_is_there,
+    write_what_fits,
+)  # fmt: skip
 from .base import check_offset as _check_offset
 from .many import ManyReads
 
@@ -407,8 +414,11 @@ class AioFileEngine(PoolPathOps, KernelEngine):
 
     async def read(self, fd: int, buf: Any, *, outcome: Outcome | None = None) -> int:
         if os.get_blocking(fd):
-            await self.poll(fd, select.POLLIN)
-            return os.readv(fd, [buf])
+            while True:
+                await self.poll(fd, select.POLLIN)
+                n = read_what_is_there(fd, buf)
+                if n is not None:
+                    return n
         return await self._stream(fd, select.POLLIN, lambda: os.readv(fd, [buf]))
 
     async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:

@@ -9,7 +9,15 @@ import select
 from collections.abc import Sequence
 from typing import Any
 
-from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, check_offset, write_what_fits
+from .base import (
+    FileEngine,
+    NowaitHint,
+    Outcome,
+    PoolPathOps,
+    check_offset,
+    read_what_is_there,
+    write_what_fits,
+)  # fmt: skip
 
 
 def _ready_mask(fd: int, events: int) -> int:
@@ -69,8 +77,10 @@ class ThreadEngine(PoolPathOps, FileEngine):
         return True
 
     async def read(self, fd: int, buf: Any, *, outcome: Outcome | None = None) -> int:
-        if await self._wait_ready(fd, select.POLLIN):
-            return os.readv(fd, [buf])
+        while await self._wait_ready(fd, select.POLLIN):
+            n = read_what_is_there(fd, buf)
+            if n is not None:
+                return n
         return await self._tracked(outcome, os.readv, fd, [buf])
 
     async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:
