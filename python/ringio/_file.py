@@ -90,6 +90,21 @@ def _index(size: Any, allow_none: bool = True) -> int:
         ) from None
 
 
+class _FileLock(asyncio.Lock):
+    """The lock that serialises a file's I/O. Once the file is closing, whoever
+    gets it next (an op that was waiting behind the one in flight) gets
+    ``ValueError: I/O operation on closed file.`` instead; close() itself takes it
+    with ``acquire()``."""
+
+    closing = False
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+        if self.closing:
+            self.release()
+            raise _closed_error()
+
+
 class _Base:
     """What binary and text files share: names, flags, context managers, closing."""
 
@@ -151,7 +166,13 @@ class AsyncFileIO(_Base):
         # A cancelled op still in the kernel: called with its real result before
         # the next op (see _settle).
         self._pending: Any = None
-        self._lock = asyncio.Lock()
+        self._lock = _FileLock()
+        # The task whose stream op (pipe, socket, terminal: it may wait forever) is
+        # in the engine now; close() interrupts it (see _stream).
+        self._stream_task: asyncio.Task[Any] | None = None
+        self._interrupted: asyncio.Task[Any] | None = None
+        # close() still waiting for the ops in flight before it gives the fd back.
+        self._closer: asyncio.Task[None] | None = None
         # Position: where the next raw op happens (end of the read buffer, start
         # of the write buffer). None after an O_APPEND write: end of file, learnt
         # from fstat when needed.
@@ -263,12 +284,21 @@ class AsyncFileIO(_Base):
     async def _stream(self, op: Any, buf: Any, on_cancelled: Any) -> int:
         oc = self._outcome
         oc.reset()
+        task = self._stream_task = asyncio.current_task()
         try:
             return await op(self._fd, buf, outcome=oc)
         except asyncio.CancelledError:
             if oc.armed:
                 self._pending = on_cancelled
+            if task is not None and self._interrupted is task:
+                # close() cancelled us to end the op: the caller sees the file
+                # closed, unless its task was also cancelled by someone else.
+                self._interrupted = None
+                if task.uncancel() == 0:
+                    raise _closed_error() from None
             raise
+        finally:
+            self._stream_task = None
 
     async def _raw_write(self, data: Any) -> int:
         """One write of `data` at the position (or the end, in append mode); may be
@@ -1017,25 +1047,52 @@ class AsyncFileIO(_Base):
 
     # -- closing ----------------------------------------------------------------------
     async def close(self) -> None:
-        """Flushes, then closes the fd through the engine (unless closefd=False)."""
+        """Flushes, then closes the fd through the engine (unless closefd=False).
+
+        An op another task has in flight on a pipe, socket or terminal is ended:
+        it raises ``ValueError: I/O operation on closed file.``, as do the ops
+        waiting behind it. The fd number goes back to the OS only once the kernel
+        has completed every op of ours on it."""
         if self._closed:
+            if self._closer is not None:  # a close() before us still waits: so do we
+                await asyncio.shield(self._closer)
             return
         self._unlines()  # iteration stops: the next line raises ValueError
+        self._closed = True
+        self._lock.closing = True
+        task = self._stream_task
+        if task is not None and task is not asyncio.current_task():
+            self._interrupted = task
+            task.cancel()
+        if not (self._lock.locked() or self._wbuf or self._pending is not None):
+            await self._release_fd()
+            return
+        # Done in a task of its own: if this close() is cancelled, the fd is still
+        # given back, and only once the ops in flight have ended.
+        closer = self._closer = asyncio.ensure_future(self._close_after_ops())
+        closer.add_done_callback(_retrieve)
+        await asyncio.shield(closer)
+
+    async def _close_after_ops(self) -> None:
         try:
-            if self._wbuf or self._pending is not None:
-                async with self._lock:
-                    await self._flush_locked()
+            await self._lock.acquire()  # behind the ops in flight, which now end
+            try:
+                await self._flush_locked()  # settles a cancelled op first
+            finally:
+                self._lock.release()
         finally:
-            self._closed = True
-            fd = self._fd
-            if self._closefd:
-                await self._eng.close(fd)
-            elif self._seekable and self._pos is not None:
-                # The fd goes on living: leave its kernel position where ours is.
-                try:
-                    os.lseek(fd, self._logical_pos(), os.SEEK_SET)
-                except OSError:
-                    pass
+            await self._release_fd()
+
+    async def _release_fd(self) -> None:
+        fd = self._fd
+        if self._closefd:
+            await self._eng.close(fd)
+        elif self._seekable and self._pos is not None:
+            # The fd goes on living: leave its kernel position where ours is.
+            try:
+                os.lseek(fd, self._logical_pos(), os.SEEK_SET)
+            except OSError:
+                pass
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True):
@@ -1059,6 +1116,13 @@ class AsyncBufferedFile(AsyncFileIO):
     """A buffered binary file (like ``io.BufferedReader/Writer/Random``)."""
 
     _buffered = True
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    # The exception of a close that nobody awaits any more (its caller was
+    # cancelled) is not an unhandled one.
+    if not task.cancelled():
+        task.exception()
 
 
 def _scatter(bufs: list[Any], data: bytes) -> int:
@@ -1496,13 +1560,10 @@ class AsyncTextFile(_Base):
         await self.buffer.fdatasync()
 
     async def close(self) -> None:
-        """Flushes, then closes."""
+        """Flushes, then closes (the buffer's close() flushes, after it has ended
+        the ops in flight)."""
         self._unlines()  # iteration stops: the next line raises ValueError
-        if not self.buffer._closed:
-            try:
-                await self.flush()
-            finally:
-                await self.buffer.close()
+        await self.buffer.close()
 
     def __del__(self) -> None:
         # As io.TextIOWrapper's: the warning names the text file, not its buffer
