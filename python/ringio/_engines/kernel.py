@@ -432,6 +432,14 @@ class AioFileEngine(PoolPathOps, KernelEngine):
 
     async def close(self, fd: int) -> None:
         self.forget_fd(fd)
+        # Ops on this fd still waiting in the proactor's queue would be submitted
+        # after the number is reused: submit them first (once in the kernel, an op
+        # holds the file itself, not the number), waiting for room if need be.
+        queue = self._proactor._queue
+        while any(op.fd == fd and not op.data.done() for op in queue):
+            self._proactor._submit_queued()
+            if any(op.fd == fd and not op.data.done() for op in queue):
+                await asyncio.sleep(0.001)  # the kernel queue is full: completions make room
         os.close(fd)  # never blocks for regular files; no kernel AIO form
 
     async def fstat(self, fd: int) -> os.stat_result:
