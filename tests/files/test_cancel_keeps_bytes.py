@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pty
 import random
 import threading
 import time
+import tty
 from typing import Any
 
 import pytest
@@ -245,3 +247,40 @@ async def test_a_cancelled_text_read_of_a_regular_file_keeps_tell_right(engine, 
             assert _joined([got, rest] if got is not None else [rest]) == text[6:]
             await f.seek(cookie)
             assert await f.readline() == text[6:].split("\n")[0] + "\n"
+
+
+@pytest.mark.parametrize(
+    "what",
+    ["binary-read(n)", "binary-readinto", "text-read(n)", "text-readline", "unbuffered-readline"],
+)
+def test_a_cancelled_read_of_a_terminal_keeps_what_it_took(run, what):  # noqa: F811
+    """The same on a terminal (a pty in raw mode, whose reads return what has
+    arrived): terminals refuse RWF_NOWAIT, so the engines that read after a poll
+    take another way there."""
+    args, read = READS[what]
+
+    async def main() -> None:
+        master, slave = pty.openpty()
+        tty.setraw(slave)
+        try:
+            async with ringio.open(slave, closefd=False, **args) as f:
+                os.write(master, "ab\nhé".encode())
+                first = []
+                if what.endswith("readline"):
+                    first.append(await asyncio.wait_for(read(f), 5))
+                task = asyncio.ensure_future(read(f))
+                await blocked(task)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                os.write(master, b"llo\n")
+                want = "ab\nhéllo\n" if "b" not in f.mode else "ab\nhéllo\n".encode()
+                rest = type(want)()
+                while (left := len(want) - len(_joined([*first, rest]))) > 0:
+                    rest += await asyncio.wait_for(f.read(left), 5)
+                assert _joined([*first, rest]) == want
+        finally:
+            os.close(master)
+            os.close(slave)
+
+    run(main())

@@ -25,6 +25,7 @@ import errno
 import fcntl
 import functools
 import os
+import select
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
@@ -173,6 +174,26 @@ class FileEngine(abc.ABC):
         # checks before a call) must say so themselves.
         if self.closed:
             raise ValueError("I/O operation on closed engine")
+
+    async def _wait_ready(self, fd: int, events: int) -> bool:
+        """Waits on the loop's own readiness notification (no thread, and a
+        cancelled wait consumes nothing); False where the fd cannot be watched
+        (regular files are always ready)."""
+        fut = self.loop.create_future()
+        add, remove = (
+            (self.loop.add_reader, self.loop.remove_reader)
+            if events & select.POLLIN
+            else (self.loop.add_writer, self.loop.remove_writer)
+        )
+        try:
+            add(fd, lambda: fut.done() or fut.set_result(None))
+        except (PermissionError, ValueError):
+            return False
+        try:
+            await fut
+        finally:
+            remove(fd)
+        return True
 
     # -- per-fd knowledge ---------------------------------------------------------
     def nowait_hint(self, fd: int) -> NowaitHint:

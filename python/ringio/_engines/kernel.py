@@ -410,12 +410,22 @@ class AioFileEngine(PoolPathOps, KernelEngine):
             try:
                 return attempt()
             except BlockingIOError:
-                await self.poll(fd, events)
+                await self._poll_stream(fd, events)
+
+    async def _poll_stream(self, fd: int, events: int) -> None:
+        """Waits for readiness: an AIO poll, or the loop's own readiness watch where
+        AIO refuses the file (EINVAL: its poll uses more than one wait queue, as a
+        terminal's does)."""
+        try:
+            await self.poll(fd, events)
+        except OSError as e:
+            if e.errno != errno.EINVAL or not await self._wait_ready(fd, events):
+                raise
 
     async def read(self, fd: int, buf: Any, *, outcome: Outcome | None = None) -> int:
         if os.get_blocking(fd):
             while True:
-                await self.poll(fd, select.POLLIN)
+                await self._poll_stream(fd, select.POLLIN)
                 n = read_what_is_there(fd, buf)
                 if n is not None:
                     return n
@@ -424,7 +434,7 @@ class AioFileEngine(PoolPathOps, KernelEngine):
     async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:
         if os.get_blocking(fd):
             while True:
-                await self.poll(fd, select.POLLOUT)
+                await self._poll_stream(fd, select.POLLOUT)
                 n = write_what_fits(fd, data)
                 if n is not None:
                     return n

@@ -82,26 +82,6 @@ class ThreadEngine(PoolPathOps, FileEngine):
         check_offset(offset)
         return await self._tracked(outcome, os.pwritev, fd, list(buffers), offset)
 
-    async def _wait_ready(self, fd: int, events: int) -> bool:
-        """Waits on the loop's own readiness notification (no thread, and a
-        cancelled wait consumes nothing); False where the fd cannot be watched
-        (regular files are always ready)."""
-        fut = self.loop.create_future()
-        add, remove = (
-            (self.loop.add_reader, self.loop.remove_reader)
-            if events & select.POLLIN
-            else (self.loop.add_writer, self.loop.remove_writer)
-        )
-        try:
-            add(fd, lambda: fut.done() or fut.set_result(None))
-        except (PermissionError, ValueError):
-            return False
-        try:
-            await fut
-        finally:
-            remove(fd)
-        return True
-
     async def read(self, fd: int, buf: Any, *, outcome: Outcome | None = None) -> int:
         while await self._wait_ready(fd, select.POLLIN):
             n = read_what_is_there(fd, buf)
