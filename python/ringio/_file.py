@@ -1064,22 +1064,23 @@ class AsyncFileIO(_Base):
         if task is not None and task is not asyncio.current_task():
             self._interrupted = task
             task.cancel()
-        if not (self._lock.locked() or self._wbuf or self._pending is not None):
-            await self._release_fd()
+        if not self._lock.locked():
+            await self._close_after_ops()  # nothing in flight: no wait for the lock
             return
-        # Done in a task of its own: if this close() is cancelled, the fd is still
-        # given back, and only once the ops in flight have ended.
+        # Done in a task of its own: if this close() is cancelled while the ops in
+        # flight end, the fd is still given back, once they have.
         closer = self._closer = asyncio.ensure_future(self._close_after_ops())
         closer.add_done_callback(_retrieve)
         await asyncio.shield(closer)
 
     async def _close_after_ops(self) -> None:
         try:
-            await self._lock.acquire()  # behind the ops in flight, which now end
-            try:
-                await self._flush_locked()  # settles a cancelled op first
-            finally:
-                self._lock.release()
+            if self._lock.locked() or self._wbuf or self._pending is not None:
+                await self._lock.acquire()  # behind the ops in flight, which now end
+                try:
+                    await self._flush_locked()  # settles a cancelled op first
+                finally:
+                    self._lock.release()
         finally:
             await self._release_fd()
 

@@ -133,3 +133,32 @@ def test_a_socket_read_in_flight_then_close_then_a_new_socket(run):  # noqa: F81
                 s.close()
 
     run(main())
+
+
+def test_a_cancelled_close_still_closes_once_the_op_has_ended(run):  # noqa: F811
+    async def main() -> None:
+        r, w = os.pipe()
+        try:
+            f = await ringio.open(r, "rb")
+            read = asyncio.ensure_future(f.read(10))
+            await blocked(read)
+            closing = asyncio.ensure_future(f.close())
+            await asyncio.sleep(0)
+            closing.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await closing
+            with pytest.raises(ValueError, match="I/O operation on closed file"):
+                await asyncio.wait_for(read, 5)
+            for _ in range(500):
+                try:
+                    os.fstat(r)
+                except OSError:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the fd was never closed")
+            await asyncio.wait_for(f.close(), 5)  # a second close: nothing left to do
+        finally:
+            os.close(w)
+
+    run(main())
