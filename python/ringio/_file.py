@@ -849,11 +849,12 @@ class AsyncFileIO(_Base):
                 data = await self._direct_read(total)
                 return _scatter(bufs, data)
             if not self._seekable:
-                return await self._stream(
-                    lambda fd, b, outcome: self._eng.read(fd, b[0], outcome=outcome)
-                    if len(b) == 1 else _readv_stream(self._eng, fd, b),
-                    bufs, lambda n: None,
-                )  # fmt: skip
+                # One read into a scratch buffer of ours, then scatter: if it is
+                # cancelled, what the kernel read is kept from the scratch (the
+                # caller's buffers are theirs again once the call has raised).
+                scratch = bytearray(sum(memoryview(b).nbytes for b in bufs))
+                got = await self._stream(self._eng.read, scratch, self._keep_read_bytes(scratch))
+                return _scatter(bufs, bytes(memoryview(scratch)[:got]))
             pos = await self._raw_pos()
             got = await self._eng.preadv(self._fd, bufs, pos)
             self._pos = pos + got
@@ -1136,14 +1137,6 @@ def _scatter(bufs: list[Any], data: bytes) -> int:
         if pos >= len(data):
             break
     return pos
-
-
-async def _readv_stream(eng: _engines.FileEngine, fd: int, bufs: list[Any]) -> int:
-    # A stream has no positioned vectored read in every engine: one read into a
-    # scratch buffer, then scatter (still one op).
-    scratch = bytearray(sum(memoryview(b).nbytes for b in bufs))
-    n = await eng.read(fd, scratch)
-    return _scatter(bufs, bytes(scratch[:n]))
 
 
 # ----------------------------------------------------------------------------------
