@@ -35,7 +35,7 @@ fmt:
 	$(VENV)/bin/ruff format python tests bench examples tools
 
 # Peers the benchmarks compare against: Python packages from the `bench` extra,
-# Debian packages for libaio and fio. The pip step is stamped so that `make bench`
+# Debian packages for libaio, fio and wrk (the HTTP load generator). The pip step is stamped so that `make bench`
 # does not rebuild the Rust core when nothing changed.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP) pyproject.toml
@@ -43,10 +43,10 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	touch $(BENCH_STAMP)
 
 bench-deps: $(BENCH_STAMP)
-	@if ! command -v fio >/dev/null || ! ldconfig -p | grep -q libaio.so.1; then \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio libaio1 >/dev/null) \
-		|| (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio libaio1t64 >/dev/null) \
-		|| echo "bench: could not install fio/libaio1; those peers will be skipped"; \
+	@if ! command -v fio >/dev/null || ! command -v wrk >/dev/null || ! ldconfig -p | grep -q libaio.so.1; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio wrk libaio1 >/dev/null) \
+		|| (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio wrk libaio1t64 >/dev/null) \
+		|| echo "bench: could not install fio/wrk/libaio1; those peers will be skipped"; \
 	fi
 	@# gaio's Go program: Debian's Go where none is installed; GOTOOLCHAIN=auto then
 	@# fetches the go.mod's toolchain through the Go module proxy (Go >= 1.21).

@@ -119,6 +119,8 @@ impl<E: Engine> PyDriver<E> {
     pub fn submit(&self, py: Python<'_>, ops: &Bound<'_, PyAny>) -> PyResult<usize> {
         let ops = extract_ops(ops)?;
         if ops.is_empty() {
+            // Nothing to submit, but a closed (or inherited) queue still says so.
+            self.driver().check_open()?;
             return Ok(0);
         }
         let (tokens, launch) = self.driver().begin_submit(py, &ops)?;
@@ -192,7 +194,14 @@ impl<E: Engine> PyDriver<E> {
                 Ok(()) if min == 0 || remaining.is_some_and(|r| r.is_zero()) => {
                     return Ok(results);
                 }
-                Ok(()) => {}
+                // Woken short of `min` (a signal may have cut the wait without an
+                // EINTR): its Python handler runs before waiting again.
+                Ok(()) => {
+                    if let Err(sig) = py.check_signals() {
+                        lock(&self.backlog).extend(results);
+                        return Err(sig);
+                    }
+                }
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
                     if let Err(sig) = py.check_signals() {
                         lock(&self.backlog).extend(results);

@@ -225,8 +225,10 @@ class AsyncFileIO(_Base):
         self._check_closed()
         return self._isatty
 
+    # As io: a buffered file without the capability has no such method at all
+    # (UnsupportedOperation, closed or not); FileIO says closed first.
     def _check_readable(self) -> None:
-        if self._closed:
+        if self._closed and not (self._buffered and not self._readable):
             raise _closed_error()
         if not self._readable:
             raise io.UnsupportedOperation(
@@ -234,7 +236,7 @@ class AsyncFileIO(_Base):
             )
 
     def _check_writable(self) -> None:
-        if self._closed:
+        if self._closed and not (self._buffered and not self._writable):
             raise _closed_error()
         if not self._writable:
             raise io.UnsupportedOperation(

@@ -30,8 +30,11 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
+from threading import get_ident as _get_ident
 from typing import Any, Protocol
 
 from ._core import Completion, Op, PartialSubmitError
@@ -69,6 +72,12 @@ class Proactor:
     ) -> None:
         self._engine = engine
         self._loop = loop
+        # The loop the ops complete on, to refuse them from another one. `loop` may
+        # be a weakref.proxy (the engines'): they name the real loop themselves
+        # (``home``).
+        self._home: asyncio.AbstractEventLoop | None = None
+        if not isinstance(loop, weakref.ProxyType):
+            self.home(loop)
         self._cancellable = cancellable
         self._queue: deque[Op] = deque()
         self._flush_scheduled = False
@@ -81,6 +90,13 @@ class Proactor:
     def loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
 
+    def home(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Names the real loop behind a weakref.proxy given to the constructor.
+
+        (A strong reference: the loop already references this proactor through its
+        reader callback, so the two are garbage together.)"""
+        self._home = loop
+
     def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
         """Queues `op` (whose `data` is its future) for this loop turn's submit.
 
@@ -89,6 +105,9 @@ class Proactor:
         the future and calls ``abandon(op)`` if the await raises."""
         if self._closed:
             raise ValueError("I/O operation on closed context")
+        home = self._home  # check_loop's common case, inline (once per op)
+        if home is not None and getattr(home, "_thread_id", None) != _get_ident():
+            check_loop(home)
         fut: asyncio.Future[Any] = op.data
         self._queue.append(op)
         if len(self._queue) >= self._engine.in_flight:
@@ -220,6 +239,36 @@ class Proactor:
         self._resolve(self._engine.reap())
 
 
+def _name(loop: object) -> str:
+    return f"<{type(loop).__name__} at {id(loop):#x}>"
+
+
+def check_loop(home: asyncio.AbstractEventLoop) -> None:
+    """Raises the wrong-loop RuntimeError unless `home` is the running loop.
+
+    Where the loop records the thread running it (asyncio's ``_thread_id``, None
+    while it is not running) one comparison settles the common case: only one loop
+    runs in a thread at a time, so the home loop running in this thread is the
+    running loop. (``asyncio._get_running_loop()`` costs ~4x more, per op.)"""
+    if getattr(home, "_thread_id", None) != _get_ident():
+        running = asyncio._get_running_loop()
+        if running is not home:
+            raise wrong_loop(home, running)
+
+
+def wrong_loop(
+    home: asyncio.AbstractEventLoop | None, running: asyncio.AbstractEventLoop | None
+) -> RuntimeError:
+    """The error for a file (or context) used from another loop than its own."""
+    where = "outside any running event loop" if running is None else f"on {_name(running)}"
+    return RuntimeError(
+        f"this ringio file belongs to the event loop it was opened on ({_name(home)}) "
+        f"and was used {where}: its operations complete on their own loop only. "
+        "Use it from that loop, or open it again in the loop that uses it (for "
+        "example inside the coroutine given to asyncio.run())"
+    )
+
+
 class StagingProactor(Proactor):
     """The proactor of the uring engine on a ring of its own (any loop but
     ``ringio.EventLoop``): the same policy as the base class, with the queue in
@@ -247,6 +296,9 @@ class StagingProactor(Proactor):
     def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
         if self._closed:
             raise ValueError("I/O operation on closed context")
+        home = self._home  # check_loop's common case, inline (once per op)
+        if home is not None and getattr(home, "_thread_id", None) != _get_ident():
+            check_loop(home)
         fut: asyncio.Future[Any] = op.data
         ring = self._stage_ring
         if ring is None:
@@ -257,6 +309,16 @@ class StagingProactor(Proactor):
             try:
                 where = ring._stage_one(op)
             except OSError as e:
+                if e.errno == errno.EEXIST:
+                    # SINGLE_ISSUER: the loop now runs in another thread than the
+                    # one that made this ring. Nothing was staged.
+                    raise RuntimeError(
+                        f"this ringio file's io_uring ring belongs to the thread that "
+                        f"opened the file, and its event loop {self._home_repr()} now "
+                        f"runs in another thread ({threading.current_thread().name}): "
+                        "open it again in this thread (a ring made with SINGLE_ISSUER "
+                        "works only in its own thread)"
+                    ) from None
                 self._refused([op], 0, e)
             else:
                 if where == 0:
@@ -267,6 +329,9 @@ class StagingProactor(Proactor):
         if watch and self._cancellable(op):
             fut.add_done_callback(lambda f: self._cancel_in_kernel(f, op))
         return fut
+
+    def _home_repr(self) -> str:
+        return _name(self._home)
 
     # The base class's _flush (end of turn) and _on_completions (after a wake-up)
     # both come here: stage what waited for room, then submit what the SQ holds.

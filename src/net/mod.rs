@@ -2005,6 +2005,11 @@ impl WatcherCore {
                 (e, n) => e.or(n),
             };
             let wait = limit.map(|l| Duration::from_secs_f64((l - now).max(0.0)));
+            // A signal's Python handler (KeyboardInterrupt) runs here, before each
+            // block: an io_uring_enter that submitted SQEs and was then interrupted
+            // returns the count it submitted, not EINTR, so the wake-up looks like
+            // any other. Results already collected stay queued for the next wait.
+            py.check_signals()?;
             let ring = self.ring.as_mut().expect("open");
             let rc = ring.wait(py, wait, &mut self.cqes);
             match rc {

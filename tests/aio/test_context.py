@@ -223,6 +223,8 @@ def test_close_is_idempotent_and_later_use_is_a_value_error(data_file):
     with pytest.raises(ValueError, match="closed"):
         ctx.submit([aio.pread(fd, bytearray(1), 0)])
     with pytest.raises(ValueError, match="closed"):
+        ctx.submit([])  # an empty batch too, like every other call after close
+    with pytest.raises(ValueError, match="closed"):
         ctx.get_events(0, timeout=0)
     with pytest.raises(ValueError, match="closed"):
         ctx.fileno()

@@ -1021,6 +1021,12 @@ async def tempdir_odd_entries(td: Any) -> bool:
     return os.path.exists(td.name)
 
 
+async def binary_detached_then_read(aiofiles: Any, path: str) -> Any:
+    f = await opened(aiofiles, path, "rb")
+    f.detach().close()  # the sync io.FileIO now owns the fd
+    return await f.read()
+
+
 async def detached_then_read(aiofiles: Any, path: str) -> Any:
     f = await opened(aiofiles, path, "r")
     buf = f.detach()

@@ -2192,9 +2192,15 @@ row(
 )
 row(
     BW + ".detach",
-    "a ringio buffered file (no raw file under it; aiofiles hands over the FileIO)",
-    "(await scenarios.opened(aiofiles, path, 'rb')).detach()",
-    UnsupportedOperation,
+    "after close (as io)",
+    "(await scenarios.opened(aiofiles, path, 'rb', close=True)).detach()",
+    ValueError,
+)
+row(
+    BW + ".detach",
+    "then read through the binary wrapper (as io)",
+    "await scenarios.binary_detached_then_read(aiofiles, path)",
+    ValueError,
 )
 row(
     TW + ".detach",

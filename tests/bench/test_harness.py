@@ -15,7 +15,7 @@ pytest.importorskip("rich", reason="the bench extra is not installed")
 pytest.importorskip("matplotlib", reason="the bench extra is not installed")
 
 from ringio.bench import Options, Table, WorkloadResult, report
-from ringio.bench.cli import load_workload, main
+from ringio.bench.cli import main
 from ringio.bench.worker import run_worker
 from ringio.bench.workloads import files
 
@@ -42,6 +42,17 @@ def test_table_ratio_and_markdown(tmp_path: Path) -> None:
     assert chart is not None and chart.read_bytes()[:8] == PNG_MAGIC
     raw = result.to_json()
     assert raw["tables"][0]["rows"][0]["ratio_vs_baseline"] == pytest.approx(3.0)
+
+
+def test_baseline_params_compare_every_row_with_one_baseline_cell() -> None:
+    # A blocking loop has only qd 1: every queue depth is compared with it.
+    t = Table("t", metric="ops", baseline="os.pread", higher_is_better=True,
+              baseline_params={"qd": 1})  # fmt: skip
+    t.add("os.pread", {"qd": 1}, ops=100.0)
+    t.add("ringio.open[aio]", {"qd": 1}, ops=60.0)
+    t.add("ringio.open[aio]", {"qd": 64}, ops=120.0)
+    assert [t.ratio(r) for r in t.rows] == [pytest.approx(1.0), pytest.approx(0.6),
+                                            pytest.approx(1.2)]  # fmt: skip
 
 
 def test_files_smoke_run(
@@ -84,6 +95,15 @@ def test_files_smoke_run(
     row = tables[0]["rows"][0]
     assert {"contender", "params", "metrics", "ratio_vs_baseline"} <= row.keys()
     assert {"runtime_s", "threads", "rss_mb", "vsz_mb", "cpu_pct"} <= row["metrics"].keys()
+    cached = next(t for t in tables if "cached" in t["title"])
+    assert cached["baseline"] == "os.pread" and cached["baseline_params"] == {"qd": 1}
+    pread_cells = [r for r in cached["rows"] if r["contender"] == "os.pread"]
+    assert [r["params"] for r in pread_cells] == [{"qd": 1}]
+    for r in cached["rows"]:
+        m = r["metrics"]
+        assert 0 < m["ops_per_s_min"] <= m["ops_per_s"] <= m["ops_per_s_max"], r
+        assert m["cpu_us"] > 0, r
+        assert r["ratio_vs_baseline"] is not None, r  # every depth against qd 1
     direct = next(t for t in tables if "O_DIRECT" in t["title"])
     cells = [(r["contender"], r["params"]["qd"]) for r in direct["rows"]]
     assert ("ringio[aio]", 1) in cells and len(cells) == len(set(cells))
@@ -91,7 +111,9 @@ def test_files_smoke_run(
         m = r["metrics"]
         assert 0 < m["ops_per_s_min"] <= m["ops_per_s"] <= m["ops_per_s_max"], r
     assert (out / "files.png").read_bytes()[:8] == PNG_MAGIC
-    assert (out / "results.md").read_text().startswith("## files")
+    md = (out / "results.md").read_text()
+    assert md.startswith("Measured ") and "\n## files" in md
+    assert {"date", "ringio_commit"} <= doc.keys() and doc["date"][:4].isdigit()
     assert not (out / ".data" / "files").exists()  # data files cleaned up
 
 
@@ -105,7 +127,8 @@ def test_vectored_smoke_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     # 2 shapes x (write, read) x (inside, outside) per contender.
     assert {r["contender"] for r in sync["rows"]} == {"os", "ringio[aio].Context"}
     assert len(sync["rows"]) == 16
-    assert {r["contender"] for r in asyncio_table["rows"]} == {"ringio[aio]"}
+    assert {r["contender"] for r in asyncio_table["rows"]} == {"os", "ringio[aio]"}
+    assert asyncio_table["baseline"] == "os"
     metrics = sync["rows"][0]["metrics"]
     assert metrics.keys() == {"separate_mb_s", "vectored_mb_s", "vectored_over_separate"}
     assert "vectored_over_separate" in captured.out
@@ -136,11 +159,85 @@ def test_worker_skip_is_reported_not_raised() -> None:
     assert answer == {"skipped": "unknown contender no-such-peer"}
 
 
-@pytest.mark.parametrize("workload", ["echo", "loop"])
-def test_future_workloads_print_not_yet_available(
-    workload: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def _without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
+    """Makes `modules` look uninstalled to the CLI's checks."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in modules else real(name, *a)
+    )
+
+
+def test_bench_without_rich_shows_plain_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if load_workload(workload) is not None:
-        pytest.skip(f"the {workload} workload has landed")
-    assert main(["bench", workload, "--smoke", "--out", str(tmp_path)]) == 0
-    assert f"notice: workload {workload}: not yet available" in capsys.readouterr().err
+    _without(monkeypatch, "rich")
+    out = tmp_path / "results"
+    argv = ["bench", "vectored", "--smoke", "--out", str(out), "--engines", "aio",
+            "--peers", "os"]  # fmt: skip
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "vectored: done (" in captured.err
+    assert "## vectored" in captured.out and (out / "results.json").exists()
+
+
+def test_bench_without_matplotlib_says_what_to_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _without(monkeypatch, "matplotlib")
+    assert main(["bench", "files", "--smoke", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install 'ringio[bench]'" in err[0]
+
+
+WRK_OUTPUT = """Running 1s test @ http://127.0.0.1:8000/
+  1 threads and 100 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.21ms  310.00us   9.12ms   91.00%
+    Req/Sec    80.12k     2.10k   83.00k    70.00%
+  Latency Distribution
+     50%    1.18ms
+     75%    1.30ms
+     90%    1.41ms
+     99%    2.50ms
+  80123 requests in 1.00s, 11.23MB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 4
+Requests/sec:  80100.55
+Transfer/sec:     11.22MB
+"""
+
+
+def test_wrk_output_is_parsed() -> None:
+    from ringio.bench.workloads import http
+
+    assert http.parse_wrk(WRK_OUTPUT) == {
+        "req_per_s": 80100.55, "requests": 80123, "p50_us": 1180.0, "p99_us": 2500.0,
+        "errors": 7,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="no rate"):
+        http.parse_wrk("unable to connect to 127.0.0.1:1 Connection refused")
+
+
+def test_http_smoke_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk (Debian package) is installed by make bench-deps")
+    for module in ("uvicorn", "httptools", "aiohttp"):
+        pytest.importorskip(module)
+    out = tmp_path / "results"
+    assert main(["bench", "http", "--smoke", "--out", str(out), "--peers", "asyncio"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    tables = doc["workloads"]["http"]["tables"]
+    assert [t["title"] for t in tables] == [
+        "uvicorn, hello (GET /)", "uvicorn, json (GET /json)",
+        "aiohttp, hello (GET /)", "aiohttp, json (GET /json)",
+    ]  # fmt: skip
+    for t in tables:
+        assert {r["contender"] for r in t["rows"]} == {"ringio", "asyncio"}, t
+        for r in t["rows"]:
+            m = r["metrics"]
+            assert m["req_per_s"] > 0 and m["server_us"] > 0 and m["errors"] == 0, r
+            assert 0 < m["p50_us"] <= m["p99_us"], r

@@ -311,6 +311,8 @@ def test_close_cancels_in_flight_ops_and_hands_back_their_completions():
         assert sorted(c.res for c in ring.reap()) == [-errno.ECANCELED] * 2
         with pytest.raises(ValueError, match="closed"):
             ring.submit([uring.noop(a)])
+        with pytest.raises(ValueError, match="closed"):
+            ring.submit([])
 
 
 def test_get_events_releases_the_gil(ring):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import threading
 import weakref
 
 from .. import _core
@@ -75,9 +76,62 @@ def _usable(name: str) -> str | None:
 
 
 _info: EngineInfo | None = None
-_engines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, FileEngine] = (
+
+# A loop's engine is kept on the loop itself (the attribute below) where the loop
+# has a __dict__: the pair is then garbage like any reference cycle once the loop
+# is unreachable, so ringio keeps no loop alive. Loops without one (uvloop's) go
+# in `_by_loop` instead, dropped by the sweep once the loop is closed.
+_ATTR = "_ringio_file_engine"
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, FileEngine] = (
     weakref.WeakKeyDictionary()
 )
+# Every live engine (weakly), for the sweep and reset(). Threads make engines
+# concurrently: the registry's lock guards these two containers.
+_live: weakref.WeakSet[FileEngine] = weakref.WeakSet()
+_lock = threading.Lock()
+
+
+class _ThreadEngines:
+    """The engines made in one thread, held in that thread's threading.local: when
+    the thread ends, CPython clears its locals in that same thread, so the engines
+    of loops it closed are closed by their own thread (an io_uring ring made with
+    SINGLE_ISSUER can only be shut down cleanly there)."""
+
+    def __init__(self) -> None:
+        self.engines: weakref.WeakSet[FileEngine] = weakref.WeakSet()
+
+    def __del__(self) -> None:
+        try:
+            for engine in list(self.engines):
+                _close_if_done(engine)
+        except Exception:  # at interpreter exit, modules may be gone
+            pass
+
+
+_local = threading.local()
+
+
+def _close_if_done(engine: FileEngine) -> None:
+    """Closes `engine` (in its own thread) if its loop is closed."""
+    if engine.closed or not engine.loop.is_closed():
+        return
+    try:
+        engine.close_engine()
+    except Exception:  # a failed release must not fail the caller
+        pass  # what the kernel still holds is leaked, never freed under it
+    _forget(engine)
+
+
+def _forget(engine: FileEngine) -> None:
+    loop = engine.loop
+    if getattr(loop, _ATTR, None) is engine:
+        try:
+            delattr(loop, _ATTR)
+        except AttributeError:
+            pass
+    with _lock:
+        if _by_loop.get(loop) is engine:
+            del _by_loop[loop]
 
 
 def engine_info() -> EngineInfo:
@@ -109,29 +163,67 @@ def engine_info() -> EngineInfo:
 
 
 def get(loop: asyncio.AbstractEventLoop | None = None) -> FileEngine:
-    """The engine of `loop` (default: the running loop), made on first use."""
+    """The engine of `loop` (default: the running loop), made on first use.
+
+    A thread never closes another thread's engine. The uring engine's own ring
+    (SINGLE_ISSUER) works only in the thread that made it: a loop run later in
+    another thread gets another engine there (files opened before keep theirs).
+    The engine of a closed loop is closed by its own thread (when it makes its
+    next engine, or when it ends), or else released with its loop by the garbage
+    collector."""
     if loop is None:
         loop = asyncio.get_running_loop()
-    engine = _engines.get(loop)
-    if engine is None or engine.closed:
-        _sweep()
-        engine = ENGINES[engine_info().name](loop)
-        _engines[loop] = engine
+    engine = getattr(loop, _ATTR, None)
+    if engine is None:
+        with _lock:
+            engine = _by_loop.get(loop)
+    if engine is None or engine.closed or (
+        engine.thread_bound and engine.owner != threading.get_ident()
+    ):
+        engine = _make(loop)
     return engine
 
 
-def _sweep() -> None:
-    """Closes the engines of loops that have been closed."""
-    for loop, engine in list(_engines.items()):
-        if loop.is_closed():
-            engine.close_engine()
-            del _engines[loop]
+def _make(loop: asyncio.AbstractEventLoop) -> FileEngine:
+    mine = getattr(_local, "engines", None)
+    if mine is None:
+        mine = _local.engines = _ThreadEngines()
+    _sweep(mine)
+    engine = ENGINES[engine_info().name](loop)
+    mine.engines.add(engine)
+    try:
+        setattr(loop, _ATTR, engine)
+    except AttributeError:  # no __dict__ (uvloop)
+        with _lock:
+            _by_loop[loop] = engine
+    with _lock:
+        _live.add(engine)
+    return engine
+
+
+def _sweep(mine: _ThreadEngines) -> None:
+    """Closes this thread's engines of closed loops. Those of other threads are
+    only dropped from `_by_loop` (the garbage collector releases them; the core
+    then leaks, never frees, what the kernel might still use)."""
+    for engine in list(mine.engines):
+        _close_if_done(engine)
+    with _lock:
+        for loop in [loop for loop in _by_loop if loop.is_closed()]:
+            del _by_loop[loop]
 
 
 def reset() -> None:
-    """Forgets the engine choice (re-reads RINGIO_ENGINE) and closes every engine."""
+    """Forgets the engine choice (re-reads RINGIO_ENGINE): closes this thread's
+    engines and forgets every other one (released with its loop)."""
     global _info
-    for engine in list(_engines.values()):
-        engine.close_engine()
-    _engines.clear()
+    me = threading.get_ident()
+    with _lock:
+        engines = list(_live)
+    for engine in engines:
+        if engine.owner == me and not engine.closed:
+            try:
+                engine.close_engine()
+            except Exception:
+                pass
+        _forget(engine)
     _info = None

@@ -30,6 +30,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
 
+from .._proactor import check_loop
 from .many import check_many, deliver, lane_buffer, read_span, reads_in_place, split_target
 
 T = TypeVar("T")
@@ -166,6 +167,12 @@ class FileEngine(abc.ABC):
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self.closed = False
+        # The thread that made the engine: the only one that may close it (see
+        # ringio._engines.get).
+        self.owner = threading.get_ident()
+        # Whether only `owner` can use it (an io_uring ring of its own): a loop run
+        # in another thread then gets another engine there.
+        self.thread_bound = False
         # The engine's own NowaitHint per fd, for callers that pass none.
         self._fd_hints: dict[int, NowaitHint] = {}
 
@@ -173,12 +180,20 @@ class FileEngine(abc.ABC):
         # Paths that never reach a proactor or the pool (inline reads, argument
         # checks before a call) must say so themselves.
         if self.closed:
+            # The engine of a closed loop, used from the next one: say that first.
+            self._check_loop()
             raise ValueError("I/O operation on closed engine")
+
+    def _check_loop(self) -> None:
+        """Refuses use from another loop than the engine's: its futures, pool
+        results and readiness callbacks complete on its own loop only."""
+        check_loop(self.loop)
 
     async def _wait_ready(self, fd: int, events: int) -> bool:
         """Waits on the loop's own readiness notification (no thread, and a
         cancelled wait consumes nothing); False where the fd cannot be watched
         (regular files are always ready)."""
+        self._check_loop()
         fut = self.loop.create_future()
         add, remove = (
             (self.loop.add_reader, self.loop.remove_reader)
@@ -403,6 +418,7 @@ class FileEngine(abc.ABC):
 
     def _fallback_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         self._check_open()
+        self._check_loop()
         with self._pool_lock:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(

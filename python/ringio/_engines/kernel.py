@@ -67,6 +67,7 @@ class KernelEngine(FileEngine):
         self._queue = queue
         if proactor is None:
             proactor = Proactor(queue, weakref.proxy(loop), cancellable=cancellable)
+        proactor.home(loop)
         self._proactor = proactor
 
     def _start(self, op: _core.Op, outcome: Outcome | None) -> asyncio.Future:
@@ -274,6 +275,7 @@ class UringFileEngine(KernelEngine):
         ring = _core.Ring(entries, single_issuer=True)
         proactor = StagingProactor(ring, weakref.proxy(loop), cancellable=lambda op: True)
         super().__init__(loop, ring, lambda op: True, proactor)
+        self.thread_bound = True
 
     # Linux 6.18 (at least): io_uring retries a short read of a FUSE file opened in
     # direct_io mode (FOPEN_DIRECT_IO, chosen by the FUSE server) at the read's

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import report
 from .engines import ENGINES
 from .model import Options, WorkloadResult
 
-# Workload name -> module. A workload whose module is not there yet (echo, loop) is
-# announced as "not yet available" and skipped: drop the module in to enable it.
+# Workload name -> module.
 WORKLOADS: dict[str, str] = {
     "files": "ringio.bench.workloads.files",
     "vectored": "ringio.bench.workloads.vectored",
     "echo": "ringio.bench.workloads.echo",
     "loop": "ringio.bench.workloads.loop",
+    "http": "ringio.bench.workloads.http",
 }
 
 
@@ -71,12 +72,100 @@ def load_workload(name: str):  # -> module | None
         raise
 
 
+class _PlainDisplay:
+    """Progress as plain lines on stderr, for an install without the bench extra
+    (rich): one line per notice, one line per workload as it ends."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, list[int]] = {}
+
+    def __enter__(self) -> _PlainDisplay:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def print(self, line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    def start(self, name: str) -> Callable[[int, int], None]:
+        steps = self.steps.setdefault(name, [0, 0])
+
+        def advance(total: int, step: int) -> None:
+            steps[0] += total
+            steps[1] += step
+
+        return advance
+
+    def end(self, name: str) -> None:
+        done, total = self.steps[name][1], self.steps[name][0]
+        self.print(f"{name}: done ({done}/{total} steps)")
+
+
+class _RichDisplay(_PlainDisplay):
+    """A rich progress bar per workload."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        err = Console(stderr=True, highlight=False, soft_wrap=True)  # notices stay one line
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=False,
+        )
+
+    def __enter__(self) -> _RichDisplay:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def print(self, line: str) -> None:
+        self.progress.console.print(line, markup=False)
+
+    def start(self, name: str) -> Callable[[int, int], None]:
+        progress = self.progress
+        task = progress.add_task(name, total=0)
+
+        def advance(total: int, step: int) -> None:
+            if total:
+                cur = progress.tasks[[t.id for t in progress.tasks].index(task)].total
+                progress.update(task, total=(cur or 0) + total)
+            if step:
+                progress.advance(task, step)
+
+        return advance
+
+    def end(self, name: str) -> None:
+        pass
+
+
+def _display() -> _PlainDisplay:
+    if importlib.util.find_spec("rich") is None:
+        return _PlainDisplay()
+    return _RichDisplay()
+
+
+def missing_extra() -> str | None:
+    """The one line to print when a module the suite needs is missing, else None."""
+    missing = [m for m in ("matplotlib",) if importlib.util.find_spec(m) is None]
+    if not missing:
+        return None
+    return (
+        f"ringio bench needs {', '.join(missing)} (charts): "
+        "pip install 'ringio[bench]' (it also installs the peers compared with)"
+    )
+
+
 def run_bench(args: argparse.Namespace) -> list[WorkloadResult]:
     """Runs the chosen workloads; prints tables on stdout, notices and progress on stderr."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    err = Console(stderr=True, highlight=False, soft_wrap=True)  # notices stay one line
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -84,32 +173,17 @@ def run_bench(args: argparse.Namespace) -> list[WorkloadResult]:
     results: list[WorkloadResult] = []
     started = time.monotonic()
 
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=False,
-    ) as progress:
+    with _display() as display:
         for name in names:
             module = load_workload(name)
             if module is None:
-                progress.console.print(f"notice: workload {name}: not yet available", markup=False)
+                display.print(f"notice: workload {name}: not yet available")
                 continue
-            task = progress.add_task(name, total=0)
             notices: list[str] = []
 
             def notice(msg: str, _name: str = name, _notices: list[str] = notices) -> None:
                 _notices.append(msg)
-                progress.console.print(f"notice: {_name}: {msg}", markup=False)
-
-            def advance(total: int, step: int, _task=task) -> None:
-                if total:
-                    cur = progress.tasks[[t.id for t in progress.tasks].index(_task)].total
-                    progress.update(_task, total=(cur or 0) + total)
-                if step:
-                    progress.advance(_task, step)
+                display.print(f"notice: {_name}: {msg}")
 
             options = Options(
                 quick=args.quick,
@@ -119,11 +193,12 @@ def run_bench(args: argparse.Namespace) -> list[WorkloadResult]:
                 peers=args.peers,
                 workdir=workdir,
                 notice=notice,
-                progress=advance,
+                progress=display.start(name),
             )
             result: WorkloadResult = module.run(options)
             result.notices[:0] = notices
             results.append(result)
+            display.end(name)
             chart = report.write_chart(result, out / f"{name}.png")
             if chart:
                 result.parameters["chart"] = str(chart)
@@ -133,7 +208,8 @@ def run_bench(args: argparse.Namespace) -> list[WorkloadResult]:
         if not any(sub.iterdir()):
             sub.rmdir()
 
-    text = "\n".join(report.markdown(r) for r in results) + "\n"
+    header = report.run_header()
+    text = report.header_markdown(header) + "\n".join(report.markdown(r) for r in results) + "\n"
     sys.stdout.write(text)
     sys.stdout.flush()
     (out / "results.md").write_text(text)
@@ -141,14 +217,18 @@ def run_bench(args: argparse.Namespace) -> list[WorkloadResult]:
     report.write_json(
         results,
         out / "results.json",
-        {"mode": mode, "argv": sys.argv[1:], "elapsed_s": round(time.monotonic() - started, 2)},
-    )
-    err.print(f"results: {out / 'results.json'}")
+        {**header, "mode": mode, "argv": sys.argv[1:],
+         "elapsed_s": round(time.monotonic() - started, 2)},
+    )  # fmt: skip
+    print(f"results: {out / 'results.json'}", file=sys.stderr)
     return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "bench":
+        if (line := missing_extra()) is not None:
+            print(line, file=sys.stderr)
+            return 2
         run_bench(args)
     return 0

@@ -56,6 +56,9 @@ class Table:
     higher_is_better: bool
     rows: list[Row] = field(default_factory=list)
     note: str = ""  # one line printed under the table: what was measured, how
+    # Parameters the baseline row is looked up with, over the row's own: e.g.
+    # {"qd": 1} compares every queue depth with a blocking loop, which has only qd 1.
+    baseline_params: dict[str, Any] = field(default_factory=dict)
 
     def add(self, contender: str, params: dict[str, Any], **metrics: float | int | None) -> Row:
         row = Row(contender, dict(params), dict(metrics))
@@ -63,9 +66,11 @@ class Table:
         return row
 
     def ratio(self, row: Row) -> float | None:
-        """`row`'s metric over the baseline's at the same parameters (None if no baseline)."""
+        """`row`'s metric over the baseline's at the same parameters, with
+        `baseline_params` applied (None if no baseline)."""
+        want = {**row.params, **self.baseline_params}
         for other in self.rows:
-            if other.contender == self.baseline and other.params == row.params:
+            if other.contender == self.baseline and other.params == want:
                 base, mine = other.metrics.get(self.metric), row.metrics.get(self.metric)
                 if base and mine is not None:
                     return mine / base

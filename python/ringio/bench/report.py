@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import platform
@@ -22,6 +23,7 @@ PEER_DISTRIBUTIONS = (
     "libaio",
     "linux-aio",
     "linux-aio-bind",
+    "uvloop",
 )
 
 
@@ -164,14 +166,56 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def _ringio_commit() -> str | None:
+    """The commit of the ringio checkout this runs from (an editable install), with
+    "+changes" when its tree differs from it; None for an installed wheel."""
+    src = Path(__file__).resolve().parents[3]
+    if not (src / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, timeout=10)  # fmt: skip
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "-uno"],
+                               capture_output=True, text=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = head.stdout.strip()
+    if not commit:
+        return None
+    return commit + ("+changes" if dirty.stdout.strip() else "")
+
+
+def run_header() -> dict[str, Any]:
+    """When, on what and with what the figures were measured."""
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "ringio_commit": _ringio_commit(),
+        "machine": machine_info(),
+        "versions": peer_versions(),
+    }
+
+
+def header_markdown(header: dict[str, Any]) -> str:
+    """The lines above the tables: date, commit, machine, versions."""
+    m = header["machine"]
+    peers = ", ".join(f"{k} {v}" for k, v in header["versions"].items() if v and k != "ringio")
+    return (
+        f"Measured {header['date']}, ringio {header['versions'].get('ringio')} "
+        f"(commit {header['ringio_commit'] or 'unknown'}), {m['cpu_model']} x "
+        f"{m['cpu_count']}, Linux {m['kernel']}, {m['python_implementation']} "
+        f"{m['python']}. Peers: {peers or 'none installed'}.\n\n"
+    )
+
+
 def write_json(
     results: list[WorkloadResult], path: Path, extra: dict[str, Any] | None = None
 ) -> Path:
     """results.json: raw figures of every workload, machine info and peer versions."""
+    extra = extra or {}
     doc = {
-        "machine": machine_info(),
-        "versions": peer_versions(),
-        **(extra or {}),
+        "machine": extra.get("machine") or machine_info(),
+        "versions": extra.get("versions") or peer_versions(),
+        **extra,
         "workloads": {r.name: r.to_json() for r in results},
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import resource
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -39,8 +40,10 @@ def proc_status() -> dict[str, int]:
 
 
 def cpu_seconds() -> float:
-    t = os.times()
-    return t.user + t.system
+    """The process's CPU time, every thread's, in µs resolution (os.times() counts
+    10 ms clock ticks)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 # ---------------------------------------------------------------------------------
@@ -68,6 +71,13 @@ class AsyncFiles:
 
     async def read(self, i: int, size: int, offset: int) -> bytes:
         raise NotImplementedError
+
+    async def read_offsets(self, i: int, size: int, offsets: list[int]) -> None:
+        """One task's share of the random reads, as its user writes the loop: the
+        peers' own call straight in the loop body where a contender overrides this."""
+        read = self.read
+        for off in offsets:
+            await read(i, size, off)
 
     async def write(self, i: int, data: bytes, offset: int) -> None:
         raise NotImplementedError
@@ -154,6 +164,11 @@ class RingioOpenFiles(AsyncFiles):
     async def read(self, i: int, size: int, offset: int) -> bytes:
         return await self.files[i].pread(size, offset)
 
+    async def read_offsets(self, i: int, size: int, offsets: list[int]) -> None:
+        pread = self.files[i].pread
+        for off in offsets:
+            await pread(size, off)
+
     async def write(self, i: int, data: bytes, offset: int) -> None:
         await self.files[i].write(data)  # sequential: the position is already there
 
@@ -232,6 +247,11 @@ class AiofileFiles(AsyncFiles):
     async def read(self, i: int, size: int, offset: int) -> bytes:
         return await self.files[i].read(size, offset)
 
+    async def read_offsets(self, i: int, size: int, offsets: list[int]) -> None:
+        read = self.files[i].read
+        for off in offsets:
+            await read(size, off)
+
     async def write(self, i: int, data: bytes, offset: int) -> None:
         await self.files[i].write(data, offset)
 
@@ -306,6 +326,16 @@ class OpenFiles(SyncFiles):
         self.files[i].flush()
         os.fsync(self.fds[i])
 
+    def read_stream(self, i: int, size: int, offsets: list[int], depth: int) -> int:
+        # As users write it: seek and read in a plain loop (blocking: depth 1).
+        f = self.files[i]
+        seek, read = f.seek, f.read
+        total = 0
+        for off in offsets:
+            seek(off)
+            total += len(read(size))
+        return total
+
     def close(self) -> None:
         for f in self.files:
             f.close()
@@ -321,6 +351,14 @@ class PreadFiles(SyncFiles):
     def read_many(self, reqs: list[tuple[int, int, int]]) -> list[bytes]:
         fds, pread = self.fds, os.pread
         return [pread(fds[i], size, offset) for i, size, offset in reqs]
+
+    def read_stream(self, i: int, size: int, offsets: list[int], depth: int) -> int:
+        # The plain loop users write (blocking: depth 1), no list per batch.
+        fd, pread = self.fds[i], os.pread
+        total = 0
+        for off in offsets:
+            total += len(pread(fd, size, off))
+        return total
 
     def write(self, i: int, data: bytes, offset: int) -> None:
         os.pwrite(self.fds[i], data, offset)
@@ -544,78 +582,83 @@ def _offsets(file_size: int, ops: int, block: int, seed: int = 42) -> list[int]:
 
 
 def rand_read(spec: dict[str, Any]) -> dict[str, Any]:
-    """4 KiB random reads at several queue depths; ops/s per depth.
+    """4 KiB random reads at several queue depths; ops/s and CPU µs per read, per depth.
 
     Each depth reads the `ops` offsets, again and again until `min_seconds` have
     passed (0: once): a fixed count that a slow peer needs seconds for lasts a few
-    milliseconds for the fast ones, too short to measure on a shared machine."""
+    milliseconds for the fast ones, too short to measure on a shared machine. One
+    untimed pass over the offsets comes first (warm-up: code paths, allocator)."""
     path, block, ops = spec["path"], spec["block"], spec["ops"]
     direct = spec.get("direct", False)
     min_seconds = spec.get("min_seconds", 0.0)
     size = os.path.getsize(path)
-    out: dict[str, Any] = {}
+    rates: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     for depth in spec["depths"]:
         offsets = _offsets(size, ops, block)
         c = make_contender(spec["contender"], depth)
         if isinstance(c, AsyncFiles):
-            out[str(depth)] = c.run(
+            rate, cpu_us = c.run(
                 _rand_read_async(c, path, block, offsets, depth, direct, min_seconds)
             )
         else:
             if direct:
                 raise WorkerSkipped("O_DIRECT variant only for ringio")
             c.open([path])
-            done, t0 = 0, time.perf_counter()
-            while True:
-                c.read_stream(0, block, offsets, depth)
-                done += ops
-                elapsed = time.perf_counter() - t0
-                if elapsed >= min_seconds:
-                    break
-            out[str(depth)] = done / elapsed
+            rate, cpu_us = _rate_sync(
+                lambda c=c, offsets=offsets, depth=depth: c.read_stream(0, block, offsets, depth),
+                ops, min_seconds, warm_up=not direct,
+            )  # fmt: skip
             c.close()
             c.stop()
-    return {"ops_per_s": out}
+        rates[str(depth)], cpu[str(depth)] = rate, cpu_us
+    return {"ops_per_s": rates, "cpu_us": cpu}
 
 
 async def _rand_read_async(
     c: AsyncFiles, path: str, block: int, offsets: list[int], depth: int, direct: bool,
     min_seconds: float,
-) -> float:  # fmt: skip
+) -> tuple[float, float]:  # fmt: skip
     if direct and not isinstance(c, (RingioFiles, RingioOpenFiles)):
         raise WorkerSkipped("O_DIRECT variant only for ringio")
     await c.open([path], direct=direct)
     if isinstance(c, RingioOpenFiles) and c.many:
         return await _rand_read_many(c, block, offsets, depth, min_seconds)
-    readers: list[Callable[[int], Awaitable[Any]]] = []
+    workers: list[Callable[[list[int]], Awaitable[Any]]] = []
     for _ in range(depth):
         if isinstance(c, AiofilesFiles):
             f = await c.worker_handle_async(0)
-            readers.append(lambda off, f=f: c.read(0, block, off, f))
+
+            async def seek_read(offs: list[int], f: Any = f) -> None:
+                for off in offs:
+                    await c.read(0, block, off, f)
+
+            workers.append(seek_read)
         elif direct and isinstance(c, RingioFiles):
             import ringio
 
             buf = ringio.aligned(block)
-            readers.append(lambda off, buf=buf: c.readinto(0, buf, off))
+
+            async def read_into(offs: list[int], buf: Any = buf) -> None:
+                for off in offs:
+                    await c.readinto(0, buf, off)
+
+            workers.append(read_into)
         else:
-            readers.append(lambda off: c.read(0, block, off))
-
-    async def worker(w: int) -> None:
-        read = readers[w]
-        for off in offsets[w::depth]:
-            await read(off)
-
-    rate = await _rate(
-        lambda: asyncio.gather(*(worker(w) for w in range(depth))), len(offsets), min_seconds
-    )
+            workers.append(lambda offs: c.read_offsets(0, block, offs))
+    shares = [offsets[w::depth] for w in range(depth)]
+    result = await _rate(
+        lambda: asyncio.gather(*(workers[w](shares[w]) for w in range(depth))),
+        len(offsets), min_seconds, warm_up=not direct,
+    )  # fmt: skip
     await c.close()
     await c.stop()
-    return rate
+    return result
 
 
 async def _rand_read_many(
     c: RingioOpenFiles, block: int, offsets: list[int], depth: int, min_seconds: float
-) -> float:
+) -> tuple[float, float]:
     """One pread_many (or preadinto_many, into one aligned buffer reused per call)
     per chunk of offsets, `depth` reads in flight."""
     f, chunk = c.files[0], c.MANY_CHUNK
@@ -629,22 +672,52 @@ async def _rand_read_many(
             else:
                 await f.pread_many(block, part, depth=depth)
 
-    rate = await _rate(all_offsets, len(offsets), min_seconds)
+    result = await _rate(all_offsets, len(offsets), min_seconds)
     await c.close()
     await c.stop()
-    return rate
+    return result
 
 
-async def _rate(run_once: Callable[[], Awaitable[Any]], ops: int, min_seconds: float) -> float:
-    """ops/s of `run_once` (`ops` reads a run), run again until `min_seconds` have
-    passed (at least once)."""
-    done, t0 = 0, time.perf_counter()
+class _Meter:
+    """Counts ops from its creation: ops/s and the process's CPU µs per op."""
+
+    def __init__(self) -> None:
+        self.ops, self.t0, self.c0 = 0, time.perf_counter(), cpu_seconds()
+
+    def add(self, ops: int, min_seconds: float) -> tuple[float, float] | None:
+        """Counts `ops` more; the figures once `min_seconds` have passed, else None."""
+        self.ops += ops
+        elapsed = time.perf_counter() - self.t0
+        if elapsed < min_seconds:
+            return None
+        return self.ops / elapsed, (cpu_seconds() - self.c0) * 1e6 / self.ops
+
+
+async def _rate(
+    run_once: Callable[[], Awaitable[Any]], ops: int, min_seconds: float, warm_up: bool = False
+) -> tuple[float, float]:
+    """(ops/s, CPU µs per op) of `run_once` (`ops` reads a run), run again until
+    `min_seconds` have passed (at least once), after one untimed run if `warm_up`."""
+    if warm_up:
+        await run_once()
+    meter = _Meter()
     while True:
         await run_once()
-        done += ops
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_seconds:
-            return done / elapsed
+        if (figures := meter.add(ops, min_seconds)) is not None:
+            return figures
+
+
+def _rate_sync(
+    run_once: Callable[[], Any], ops: int, min_seconds: float, warm_up: bool = False
+) -> tuple[float, float]:
+    """`_rate` for a blocking contender, timed the same way."""
+    if warm_up:
+        run_once()
+    meter = _Meter()
+    while True:
+        run_once()
+        if (figures := meter.add(ops, min_seconds)) is not None:
+            return figures
 
 
 def sequential(spec: dict[str, Any]) -> dict[str, Any]:

@@ -90,5 +90,8 @@ class AiofilesContextManager(Awaitable[Any], AbstractAsyncContextManager[Any]):
     async def __aexit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
         # aiofiles runs the sync object's __exit__ in a thread; the ringio object's
         # __aexit__ closes it (and, for temporary files, removes them).
-        await self._obj._file.__aexit__(exc_type, exc_val, exc_tb)
-        self._obj = None
+        obj, self._obj = self._obj, None
+        if getattr(obj, "_detached", False):
+            # io's __exit__ closes, and closing a detached buffered file raises.
+            raise ValueError("raw stream has been detached")
+        await obj._file.__aexit__(exc_type, exc_val, exc_tb)

@@ -12,6 +12,7 @@ stream is flushed first), so nothing sits in a buffer at exit.
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import os
 import weakref
@@ -49,8 +50,48 @@ _made: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, Any]] = (
 )
 
 
+# The methods aiofiles runs in its executor (the wrappers' coroutine methods).
+_IN_EXECUTOR = frozenset({
+    "close", "flush", "isatty", "peek", "read", "read1", "readable", "readall",
+    "readinto", "readline", "readlines", "seek", "seekable", "tell", "truncate",
+    "writable", "write", "writelines",
+})  # fmt: skip
+
+
+class _InExecutor:
+    """A standard stream without a file descriptor, as aiofiles wraps it: the
+    coroutine methods run the stream's own in the loop's default executor; the
+    rest (``fileno``, ``closed``, ``name``, ...) is the stream's."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._stream, name)
+        if name not in _IN_EXECUTOR or not callable(attr):
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(None, functools.partial(attr, *args, **kwargs))
+
+        return call
+
+
+def _fd_of(stream: Any) -> int | None:
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation included
+        return None
+    return fd if isinstance(fd, int) and fd >= 0 else None
+
+
 def over(stream: Any, text: bool) -> Any:
     """The ringio object for `stream` (a sys.std* text stream or its buffer)."""
+    if _fd_of(stream) is None:
+        return _InExecutor(stream)
     loop = asyncio.get_running_loop()
     per_loop = _made.setdefault(loop, {})
     key = (id(stream), text)

@@ -3,7 +3,9 @@ same classes, coroutine methods, plain methods and properties as aiofiles 25.1."
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 from typing import Any
 
 from ..base import AsyncBase, AsyncIndirectBase
@@ -144,9 +146,40 @@ def _raw(self: Any) -> Any:
 
 
 def _detach(self: Any) -> Any:
-    raise io.UnsupportedOperation(
-        "detach: a ringio buffered file has no separate raw file to hand over"
-    )
+    """As io's buffered files: hands over the fd as a sync ``io.FileIO`` (after
+    writing what the buffer holds, and with the fd's position where the raw
+    file's is), and leaves this wrapper unusable (``ValueError``), ``async with``
+    exit included."""
+    f = self._file
+    if f.closed:
+        raise ValueError("raw stream has been detached")
+    if f._lock.locked() or f._pending is not None:
+        raise ValueError("detach() while another operation is in progress on the file")
+    f._unlines()
+    fd = f._fd
+    # Synchronously, as io's detach() flushes: the wrapper's detach() is a plain
+    # method in aiofiles too.
+    wbuf = f._wbuf
+    while wbuf:
+        if f._seekable and not f._append and f._pos is not None:
+            n = os.pwrite(fd, wbuf, f._pos)
+            f._pos += n
+        else:
+            n = os.write(fd, wbuf)
+            if f._pos is not None and not f._append:
+                f._pos += n
+        if n == 0:
+            raise OSError(errno.EIO, "write returned 0 bytes")
+        del wbuf[:n]
+    if f._seekable and f._pos is not None and not f._append:
+        os.lseek(fd, f._pos, os.SEEK_SET)  # where the raw file is: after read-ahead
+    closefd = f._closefd
+    f._closefd = False
+    f._closed = True  # the ringio object lets go of the fd without closing it
+    self._detached = True
+    raw = io.FileIO(fd, f.mode.replace("b", ""), closefd=closefd)
+    raw.name = f.name  # type: ignore[misc]
+    return raw
 
 
 for _cls in (AsyncBufferedReader, AsyncIndirectBufferedReader):
