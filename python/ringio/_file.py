@@ -434,10 +434,12 @@ class AsyncFileIO(_Base):
         wbuf = self._wbuf
         while wbuf:
             # The engine may hold `wbuf` until the kernel is done: if we are
-            # cancelled, swap in a copy so later writes can still append.
+            # cancelled (or close() ended the write: ValueError), swap in a copy
+            # so later writes can still append, and drop what the op wrote once
+            # its result is known.
             try:
                 n = await self._raw_write(wbuf)
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, ValueError):
                 self._wbuf = bytearray(wbuf)
                 pending = self._pending
                 if pending is not None:

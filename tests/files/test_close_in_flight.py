@@ -9,8 +9,11 @@ operations (docs/files.md, "Closing")."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import socket
+import threading
+import time
 
 import pytest
 from tests.files.streams import blocked, close_writer, run, send, stream  # noqa: F401
@@ -160,5 +163,39 @@ def test_a_cancelled_close_still_closes_once_the_op_has_ended(run):  # noqa: F81
             await asyncio.wait_for(f.close(), 5)  # a second close: nothing left to do
         finally:
             os.close(w)
+
+    run(main())
+
+
+def test_close_during_a_buffered_flush_to_a_full_pipe_writes_each_byte_once(run):  # noqa: F811
+    """The flush in flight is ended; close() then writes what it had not written,
+    once a reader makes room, and nothing twice."""
+
+    async def main() -> None:
+        r, w = os.pipe()
+        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)
+        filler = b"f" * 4096
+        os.write(w, filler)  # the pipe is full
+        fw = await ringio.open(w, "wb")
+        await fw.write(b"hello, " * 100)
+        flush = asyncio.ensure_future(fw.flush())
+        await blocked(flush)
+        got = bytearray()
+
+        def reader() -> None:
+            time.sleep(0.2)
+            while chunk := os.read(r, 65536):
+                got.extend(chunk)
+
+        thread = threading.Thread(target=reader, daemon=True)
+        thread.start()
+        try:
+            await asyncio.wait_for(fw.close(), 5)
+            with pytest.raises(ValueError, match="I/O operation on closed file"):
+                await asyncio.wait_for(flush, 5)
+        finally:
+            thread.join(5)
+            os.close(r)
+        assert bytes(got) == filler + b"hello, " * 100
 
     run(main())
