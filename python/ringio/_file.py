@@ -53,12 +53,14 @@ from ._core import (
 )
 from ._engines.many import read_span
 
-__all__ = ["AsyncBufferedFile", "AsyncFileIO", "AsyncTextFile", "open"]
+__all__ = ["AsyncBufferedFile", "AsyncFileIO", "AsyncTextFile", "NotAwaitedError", "open"]
 
 DEFAULT_BUFFER_SIZE = io.DEFAULT_BUFFER_SIZE
 #: Line reads and reads to EOF start at this chunk size and double up to the max.
 CHUNK_MIN = 64 * 1024
 CHUNK_MAX = 1024 * 1024
+#: The largest off_t: no file position goes beyond it.
+OFF_T_MAX = (1 << 63) - 1
 #: O_DIRECT alignment when statx cannot tell (older kernels, some filesystems).
 DIO_FALLBACK = 4096
 #: Text decodes and splits chunks of at most this: the lines made from a chunk are
@@ -86,6 +88,21 @@ def _index(size: Any, allow_none: bool = True) -> int:
         raise TypeError(
             f"argument should be integer or None, not '{type(size).__name__}'"
         ) from None
+
+
+class _FileLock(asyncio.Lock):
+    """The lock that serialises a file's I/O. Once the file is closing, whoever
+    gets it next (an op that was waiting behind the one in flight) gets
+    ``ValueError: I/O operation on closed file.`` instead; close() itself takes it
+    with ``acquire()``."""
+
+    closing = False
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+        if self.closing:
+            self.release()
+            raise _closed_error()
 
 
 class _Base:
@@ -149,7 +166,13 @@ class AsyncFileIO(_Base):
         # A cancelled op still in the kernel: called with its real result before
         # the next op (see _settle).
         self._pending: Any = None
-        self._lock = asyncio.Lock()
+        self._lock = _FileLock()
+        # The task whose stream op (pipe, socket, terminal: it may wait forever) is
+        # in the engine now; close() interrupts it (see _stream).
+        self._stream_task: asyncio.Task[Any] | None = None
+        self._interrupted: asyncio.Task[Any] | None = None
+        # close() still waiting for the ops in flight before it gives the fd back.
+        self._closer: asyncio.Task[None] | None = None
         # Position: where the next raw op happens (end of the read buffer, start
         # of the write buffer). None after an O_APPEND write: end of file, learnt
         # from fstat when needed.
@@ -263,12 +286,21 @@ class AsyncFileIO(_Base):
     async def _stream(self, op: Any, buf: Any, on_cancelled: Any) -> int:
         oc = self._outcome
         oc.reset()
+        task = self._stream_task = asyncio.current_task()
         try:
             return await op(self._fd, buf, outcome=oc)
         except asyncio.CancelledError:
             if oc.armed:
                 self._pending = on_cancelled
+            if task is not None and self._interrupted is task:
+                # close() cancelled us to end the op: the caller sees the file
+                # closed, unless its task was also cancelled by someone else.
+                self._interrupted = None
+                if task.uncancel() == 0:
+                    raise _closed_error() from None
             raise
+        finally:
+            self._stream_task = None
 
     async def _raw_write(self, data: Any) -> int:
         """One write of `data` at the position (or the end, in append mode); may be
@@ -402,10 +434,12 @@ class AsyncFileIO(_Base):
         wbuf = self._wbuf
         while wbuf:
             # The engine may hold `wbuf` until the kernel is done: if we are
-            # cancelled, swap in a copy so later writes can still append.
+            # cancelled (or close() ended the write: ValueError), swap in a copy
+            # so later writes can still append, and drop what the op wrote once
+            # its result is known.
             try:
                 n = await self._raw_write(wbuf)
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, ValueError):
                 self._wbuf = bytearray(wbuf)
                 pending = self._pending
                 if pending is not None:
@@ -433,6 +467,17 @@ class AsyncFileIO(_Base):
             self._drop_read_buffer()
         else:
             self._rbuf = b""
+            self._rpos = 0
+
+    def _unread(self, data: bytes) -> None:
+        """Puts back bytes that a read took before it raised (was cancelled): it
+        returns nothing, so they are the next bytes read. They come before what the
+        buffer holds, and before what a cancelled op still in the kernel brings
+        (its `_pending` appends when settled)."""
+        if data:
+            self._unlines()
+            rest = self._rbuf[self._rpos :]
+            self._rbuf = bytes(data) + rest if rest else bytes(data)
             self._rpos = 0
 
     def _take(self, n: int) -> bytes:
@@ -478,21 +523,25 @@ class AsyncFileIO(_Base):
             await self._before_read()
             parts = [self._take(size)]
             need = size - len(parts[0])
-            if need >= self._bufsize:
-                # Large read: straight from the file, no copy through the buffer.
-                while need > 0:
-                    data = await self._raw_read(need)
-                    if not data:
-                        break
-                    parts.append(data)
-                    need -= len(data)
-            else:
-                while need > 0:
-                    if not await self._fill_chunk(self._fill_size()):
-                        break
-                    data = self._take(need)
-                    parts.append(data)
-                    need -= len(data)
+            try:
+                if need >= self._bufsize:
+                    # Large read: straight from the file, no copy through the buffer.
+                    while need > 0:
+                        data = await self._raw_read(need)
+                        if not data:
+                            break
+                        parts.append(data)
+                        need -= len(data)
+                else:
+                    while need > 0:
+                        if not await self._fill_chunk(self._fill_size()):
+                            break
+                        data = self._take(need)
+                        parts.append(data)
+                        need -= len(data)
+            except BaseException:
+                self._unread(b"".join(parts))
+                raise
             return b"".join(parts)
 
     def _fill_size(self) -> int:
@@ -541,12 +590,16 @@ class AsyncFileIO(_Base):
                         chunk = st.st_size - pos + 1
                 except OSError:
                     pass
-            while True:
-                data = await self._raw_read(chunk)
-                if not data:
-                    break
-                parts.append(data)
-                chunk = max(self._next_chunk(chunk), CHUNK_MIN)
+            try:
+                while True:
+                    data = await self._raw_read(chunk)
+                    if not data:
+                        break
+                    parts.append(data)
+                    chunk = max(self._next_chunk(chunk), CHUNK_MIN)
+            except BaseException:
+                self._unread(b"".join(parts))
+                raise
             return b"".join(parts)
 
     async def readinto(self, buffer: Any) -> int:
@@ -580,20 +633,24 @@ class AsyncFileIO(_Base):
                 direct = await self._direct_readinto(mv)
                 if direct is not None:
                     return direct
-            while got < n:
-                if self._seekable and not self._direct:
-                    # Straight into the caller's buffer (the kernel may keep it
-                    # until the op completes, even if we are cancelled).
-                    pos = await self._raw_pos()
-                    k = await self._eng.pread(self._fd, mv[got:], pos, self._hint)
-                    self._pos = pos + k
-                else:
-                    data = await self._raw_read(n - got)
-                    k = len(data)
-                    mv[got : got + k] = data
-                got += k
-                if k == 0 or not self._buffered:
-                    break
+            try:
+                while got < n:
+                    if self._seekable and not self._direct:
+                        # Straight into the caller's buffer (the kernel may keep it
+                        # until the op completes, even if we are cancelled).
+                        pos = await self._raw_pos()
+                        k = await self._eng.pread(self._fd, mv[got:], pos, self._hint)
+                        self._pos = pos + k
+                    else:
+                        data = await self._raw_read(n - got)
+                        k = len(data)
+                        mv[got : got + k] = data
+                    got += k
+                    if k == 0 or not self._buffered:
+                        break
+            except BaseException:
+                self._unread(mv[:got].tobytes())
+                raise
             return got
 
     async def readline(self, size: int | None = -1) -> bytes:
@@ -620,11 +677,15 @@ class AsyncFileIO(_Base):
             # Unbuffered pipe: a byte at a time, like io.FileIO, so that no byte
             # past the line is consumed.
             out = bytearray(self._take(len(self._rbuf)))
-            while (size < 0 or len(out) < size) and not out.endswith(b"\n"):
-                b = await self._raw_read(1)
-                if not b:
-                    break
-                out += b
+            try:
+                while (size < 0 or len(out) < size) and not out.endswith(b"\n"):
+                    b = await self._raw_read(1)
+                    if not b:
+                        break
+                    out += b
+            except BaseException:
+                self._unread(out)
+                raise
             return bytes(out)
         chunk = CHUNK_MIN
         searched = self._rpos
@@ -648,14 +709,18 @@ class AsyncFileIO(_Base):
         hint = _index(hint)
         lines: list[bytes] = []
         total = 0
-        while True:
-            line = await self.readline()
-            if not line:
-                break
-            lines.append(line)
-            total += len(line)
-            if 0 < hint <= total:
-                break
+        try:
+            while True:
+                line = await self.readline()
+                if not line:
+                    break
+                lines.append(line)
+                total += len(line)
+                if 0 < hint <= total:
+                    break
+        except BaseException:
+            self._unread(b"".join(lines))
+            raise
         if not self._buffered:
             async with self._lock:
                 self._drop_read_buffer()
@@ -788,11 +853,12 @@ class AsyncFileIO(_Base):
                 data = await self._direct_read(total)
                 return _scatter(bufs, data)
             if not self._seekable:
-                return await self._stream(
-                    lambda fd, b, outcome: self._eng.read(fd, b[0], outcome=outcome)
-                    if len(b) == 1 else _readv_stream(self._eng, fd, b),
-                    bufs, lambda n: None,
-                )  # fmt: skip
+                # One read into a scratch buffer of ours, then scatter: if it is
+                # cancelled, what the kernel read is kept from the scratch (the
+                # caller's buffers are theirs again once the call has raised).
+                scratch = bytearray(sum(memoryview(b).nbytes for b in bufs))
+                got = await self._stream(self._eng.read, scratch, self._keep_read_bytes(scratch))
+                return _scatter(bufs, bytes(memoryview(scratch)[:got]))
             pos = await self._raw_pos()
             got = await self._eng.preadv(self._fd, bufs, pos)
             self._pos = pos + got
@@ -855,6 +921,8 @@ class AsyncFileIO(_Base):
             raise TypeError(
                 f"a bytes-like object is required, not '{type(data).__name__}'"
             ) from None
+        if not mv.c_contiguous:  # what the builtin's write (PyBUF_SIMPLE) refuses
+            raise BufferError("memoryview: underlying buffer is not C-contiguous")
         n = mv.nbytes
         if not self._buffered:
             async with self._lock:
@@ -922,6 +990,10 @@ class AsyncFileIO(_Base):
         self._check_closed()
         offset = operator.index(offset)
         whence = operator.index(whence)
+        if not -OFF_T_MAX - 1 <= offset <= OFF_T_MAX:  # what the builtin's say
+            if self._buffered:
+                raise ValueError("cannot fit 'int' into an offset-sized integer")
+            raise OverflowError("Python int too large to convert to C long")
         if whence not in (os.SEEK_SET, os.SEEK_CUR, os.SEEK_END, os.SEEK_DATA, os.SEEK_HOLE):
             if self._buffered:
                 raise ValueError(f"whence value {whence} unsupported")
@@ -944,8 +1016,12 @@ class AsyncFileIO(_Base):
                 new = (await self._eng.fstat(self._fd)).st_size + offset
             else:  # SEEK_DATA / SEEK_HOLE: only the kernel knows; lseek is cheap
                 new = os.lseek(self._fd, offset, whence)
-            if new < 0:
+            if new < 0 or new > OFF_T_MAX:
                 raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+            # The kernel decides what the file system allows (ext4: 16 TiB, vfat:
+            # 4 GiB): lseek refuses with EINVAL as the builtin's seek does, instead
+            # of a later write or close failing. The fd's own position is then ours.
+            os.lseek(self._fd, new, os.SEEK_SET)
             self._drop_read_buffer()
             self._pos = new
             return new
@@ -976,32 +1052,66 @@ class AsyncFileIO(_Base):
 
     # -- closing ----------------------------------------------------------------------
     async def close(self) -> None:
-        """Flushes, then closes the fd through the engine (unless closefd=False)."""
+        """Flushes, then closes the fd through the engine (unless closefd=False).
+
+        An op another task has in flight on a pipe, socket or terminal is ended:
+        it raises ``ValueError: I/O operation on closed file.``, as do the ops
+        waiting behind it. The fd number goes back to the OS only once the kernel
+        has completed every op of ours on it."""
         if self._closed:
+            if self._closer is not None:  # a close() before us still waits: so do we
+                await asyncio.shield(self._closer)
             return
         self._unlines()  # iteration stops: the next line raises ValueError
+        self._closed = True
+        self._lock.closing = True
+        task = self._stream_task
+        if task is not None and task is not asyncio.current_task():
+            self._interrupted = task
+            task.cancel()
+        if not self._lock.locked():
+            await self._close_after_ops()  # nothing in flight: no wait for the lock
+            return
+        # Done in a task of its own: if this close() is cancelled while the ops in
+        # flight end, the fd is still given back, once they have.
+        closer = self._closer = asyncio.ensure_future(self._close_after_ops())
+        closer.add_done_callback(_retrieve)
+        await asyncio.shield(closer)
+
+    async def _close_after_ops(self) -> None:
         try:
-            if self._wbuf or self._pending is not None:
-                async with self._lock:
-                    await self._flush_locked()
-        finally:
-            self._closed = True
-            fd = self._fd
-            if self._closefd:
-                await self._eng.close(fd)
-            elif self._seekable and self._pos is not None:
-                # The fd goes on living: leave its kernel position where ours is.
+            if self._lock.locked() or self._wbuf or self._pending is not None:
+                await self._lock.acquire()  # behind the ops in flight, which now end
                 try:
-                    os.lseek(fd, self._logical_pos(), os.SEEK_SET)
-                except OSError:
-                    pass
+                    await self._flush_locked()  # settles a cancelled op first
+                finally:
+                    self._lock.release()
+        finally:
+            await self._release_fd()
+
+    async def _release_fd(self) -> None:
+        fd = self._fd
+        if self._closefd:
+            await self._eng.close(fd)
+        elif self._seekable and self._pos is not None:
+            # The fd goes on living: leave its kernel position where ours is.
+            try:
+                os.lseek(fd, self._logical_pos(), os.SEEK_SET)
+            except OSError:
+                pass
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True):
             return
-        self._closed = True
         if self._closefd:
             warnings.warn(f"unclosed file {self!r}", ResourceWarning, stacklevel=2, source=self)
+        self._close_now()
+
+    def _close_now(self) -> None:
+        """Closes at collection: no op of ours can be in flight (an awaiting task
+        would hold the object)."""
+        self._closed = True
+        if self._closefd:
             try:
                 os.close(self._fd)
             except OSError:
@@ -1014,6 +1124,13 @@ class AsyncBufferedFile(AsyncFileIO):
     _buffered = True
 
 
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    # The exception of a close that nobody awaits any more (its caller was
+    # cancelled) is not an unhandled one.
+    if not task.cancelled():
+        task.exception()
+
+
 def _scatter(bufs: list[Any], data: bytes) -> int:
     pos = 0
     for b in bufs:
@@ -1024,14 +1141,6 @@ def _scatter(bufs: list[Any], data: bytes) -> int:
         if pos >= len(data):
             break
     return pos
-
-
-async def _readv_stream(eng: _engines.FileEngine, fd: int, bufs: list[Any]) -> int:
-    # A stream has no positioned vectored read in every engine: one read into a
-    # scratch buffer, then scatter (still one op).
-    scratch = bytearray(sum(memoryview(b).nbytes for b in bufs))
-    n = await eng.read(fd, scratch)
-    return _scatter(bufs, bytes(scratch[:n]))
 
 
 # ----------------------------------------------------------------------------------
@@ -1076,6 +1185,9 @@ class AsyncTextFile(_Base):
         self._seekable = self._telling = buffer._seekable
         self._chunk = self._CHUNK
         self._eof = False
+        # While a read that may take several chunks runs (see _mark): each chunk's
+        # bytes and the snapshot made with it, to put the text back if it raises.
+        self._chunk_log: list[tuple[bytes, tuple[int, bytes] | None]] | None = None
         if self._seekable and buffer._writable:
             # Like TextIOWrapper: no BOM in the middle of a file.
             pos = buffer._pos or 0
@@ -1197,7 +1309,47 @@ class AsyncTextFile(_Base):
         self._b2cratio = len(chunk) / len(text) if text else 0.0
         if self._telling:
             self._snapshot = (dec_flags, dec_buffer + chunk)
+        if self._chunk_log is not None:
+            self._chunk_log.append((chunk, self._snapshot))
         return not eof
+
+    def _mark(self) -> tuple[Any, ...]:
+        """Where a read that may take several chunks starts; `_restore` puts back
+        what it took if it raises (is cancelled): the text it consumed, and the
+        decoded chunks it read since, as one decoded text whose snapshot covers
+        them all (so tell() stays right)."""
+        self._unlines()
+        outer = self._chunk_log is not None
+        if not outer:
+            self._chunk_log = []
+        assert self._chunk_log is not None
+        return (self._decoded, self._used, self._snapshot, len(self._chunk_log), outer)
+
+    def _unmark(self, mark: tuple[Any, ...]) -> None:
+        if not mark[4]:
+            self._chunk_log = None
+
+    def _restore(self, mark: tuple[Any, ...], taken: str) -> None:
+        decoded0, used0, snap0, start, outer = mark
+        log = self._chunk_log[start:] if self._chunk_log is not None else []
+        if not outer:
+            self._chunk_log = None
+        self._unlines()
+        # What was consumed since the mark is `taken`; what follows it is the rest
+        # of the current decoded text.
+        self._decoded = decoded0[:used0] + taken + self._decoded[self._used :]
+        self._used = used0
+        if not log:
+            return  # the same decoded text as at the mark: its snapshot holds
+        if not self._telling:
+            self._snapshot = None
+        elif snap0 is not None:
+            self._snapshot = (snap0[0], snap0[1] + b"".join(c for c, _ in log))
+        elif not decoded0 and log[0][1] is not None:
+            first = log[0][1]
+            self._snapshot = (first[0], first[1] + b"".join(c for c, _ in log[1:]))
+        else:
+            self._snapshot = None
 
     # -- reading ----------------------------------------------------------------------
     async def read(self, size: int | None = -1) -> str:
@@ -1215,10 +1367,20 @@ class AsyncTextFile(_Base):
             self._chunk = self._CHUNK
             return result
         result = self._take(size)
+        if len(result) == size:
+            return result
+        self._used -= len(result)
+        mark = self._mark()
+        self._used += len(result)
         eof = False
-        while len(result) < size and not eof:
-            eof = not await self._read_chunk()
-            result += self._take(size - len(result))
+        try:
+            while len(result) < size and not eof:
+                eof = not await self._read_chunk()
+                result += self._take(size - len(result))
+        except BaseException:
+            self._restore(mark, result)
+            raise
+        self._unmark(mark)
         return result
 
     def _find_eol(self, text: str, start: int) -> tuple[int, int]:
@@ -1254,9 +1416,17 @@ class AsyncTextFile(_Base):
         if end >= 0 and (size < 0 or end - used <= size):
             self._used = end
             return decoded[used:end]
-        return await self._readline_slow(size)
+        mark = self._mark()
+        parts: list[str] = []
+        try:
+            line = await self._readline_slow(size, parts)
+        except BaseException:
+            self._restore(mark, "".join(parts))
+            raise
+        self._unmark(mark)
+        return line
 
-    async def _readline_slow(self, size: int) -> str:
+    async def _readline_slow(self, size: int, parts: list[str]) -> str:
         # As _pyio does, the line is gathered across chunks and each chunk replaces
         # the decoded text (so tell() snapshots stay right); but in parts: of the
         # chunk where the line ends only the line's part is copied.
@@ -1267,7 +1437,7 @@ class AsyncTextFile(_Base):
                 end = size
             self._used -= len(first) - end
             return first[:end]
-        parts = [first]
+        parts.append(first)
         total = len(first)  # < size when size >= 0
         crlf = self._readnl == "\r\n"
         while True:
@@ -1298,14 +1468,20 @@ class AsyncTextFile(_Base):
         hint = _index(hint)
         lines: list[str] = []
         total = 0
-        while True:
-            line = await self.readline()
-            if not line:
-                break
-            lines.append(line)
-            total += len(line)
-            if 0 < hint <= total:
-                break
+        mark = self._mark()
+        try:
+            while True:
+                line = await self.readline()
+                if not line:
+                    break
+                lines.append(line)
+                total += len(line)
+                if 0 < hint <= total:
+                    break
+        except BaseException:
+            self._restore(mark, "".join(lines))
+            raise
+        self._unmark(mark)
         return lines
 
     async def __anext__(self) -> str:
@@ -1382,13 +1558,18 @@ class AsyncTextFile(_Base):
         await self.buffer.fdatasync()
 
     async def close(self) -> None:
-        """Flushes, then closes."""
+        """Flushes, then closes (the buffer's close() flushes, after it has ended
+        the ops in flight)."""
         self._unlines()  # iteration stops: the next line raises ValueError
-        if not self.buffer._closed:
-            try:
-                await self.flush()
-            finally:
-                await self.buffer.close()
+        await self.buffer.close()
+
+    def __del__(self) -> None:
+        # As io.TextIOWrapper's: the warning names the text file, not its buffer
+        # (whose own __del__ then finds it closed).
+        buffer = getattr(self, "buffer", None)
+        if buffer is not None and not getattr(buffer, "_closed", True) and buffer._closefd:
+            warnings.warn(f"unclosed file {self!r}", ResourceWarning, stacklevel=2, source=self)
+            buffer._close_now()
 
     # -- position (the stdlib's cookie algorithm, from _pyio) ------------------------
     @staticmethod
@@ -1517,6 +1698,8 @@ class AsyncTextFile(_Base):
             raise ValueError(f"negative seek position {cookie!r}")
         await self.flush()
         start_pos, dec_flags, bytes_to_feed, need_eof, chars_to_skip = self._unpack_cookie(cookie)
+        if start_pos > OFF_T_MAX:  # io.TextIOWrapper reads it as a negative off_t
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         await self.buffer.seek(start_pos)
         self._unlines()
         self._set_decoded("")
@@ -1524,7 +1707,10 @@ class AsyncTextFile(_Base):
         self._chunk = self._CHUNK
         if cookie == 0 and self._decoder:
             self._decoder.reset()
-        elif self._decoder or dec_flags or chars_to_skip:
+        elif self._decoder or dec_flags or chars_to_skip or (cookie and self.buffer._readable):
+            # A cookie's decoder state applies even before the first read: flags 0
+            # are a state too (utf-16/32: byte order known, no BOM expected here),
+            # as in io.TextIOWrapper, whose decoder exists from the start.
             self._decoder = self._decoder or self._get_decoder()
             self._decoder.setstate((b"", dec_flags))
             self._snapshot = (dec_flags, b"")
@@ -1571,6 +1757,19 @@ class _Opening:
 
     async def __aexit__(self, *exc: object) -> None:
         await self._file.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for what the opener lacks: a file method used on the opener.
+        raise NotAwaitedError(
+            f"'{type(self).__name__}' object has no attribute {name!r}: ringio.open() "
+            "returns an awaitable, not the file; use `f = await ringio.open(...)` or "
+            "`async with ringio.open(...) as f`",
+            name=name, obj=self,
+        )  # fmt: skip
+
+
+class NotAwaitedError(AttributeError):
+    """A file attribute asked of what ``ringio.open()`` returns before it was awaited."""
 
 
 def open(

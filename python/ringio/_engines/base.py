@@ -25,6 +25,7 @@ import errno
 import fcntl
 import functools
 import os
+import select
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
@@ -114,6 +115,31 @@ def write_what_fits(fd: int, data: Any) -> int | None:
     return os.write(fd, memoryview(data).cast("B")[:_TTY_ROOM])
 
 
+def read_what_is_there(fd: int, buf: Any) -> int | None:
+    """After POLLIN: reads what the fd holds now, never waiting inside the syscall
+    (another reader of the same pipe or socket may have taken it since the poll,
+    and a blocking read would then stop the loop's thread). None when nothing is
+    there. Pipes and sockets do it with RWF_NOWAIT; files that refuse it
+    (terminals) with O_NONBLOCK set for this one call."""
+    try:
+        return os.preadv(fd, [buf], -1, os.RWF_NOWAIT)
+    except BlockingIOError:
+        return None
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    blocking = os.get_blocking(fd)
+    if blocking:
+        os.set_blocking(fd, False)
+    try:
+        return os.readv(fd, [buf])
+    except BlockingIOError:
+        return None
+    finally:
+        if blocking:
+            os.set_blocking(fd, True)
+
+
 async def _settle_thread(
     cf: concurrent.futures.Future[int], loop: asyncio.AbstractEventLoop
 ) -> int | None:
@@ -162,6 +188,27 @@ class FileEngine(abc.ABC):
         """Refuses use from another loop than the engine's: its futures, pool
         results and readiness callbacks complete on its own loop only."""
         check_loop(self.loop)
+
+    async def _wait_ready(self, fd: int, events: int) -> bool:
+        """Waits on the loop's own readiness notification (no thread, and a
+        cancelled wait consumes nothing); False where the fd cannot be watched
+        (regular files are always ready)."""
+        self._check_loop()
+        fut = self.loop.create_future()
+        add, remove = (
+            (self.loop.add_reader, self.loop.remove_reader)
+            if events & select.POLLIN
+            else (self.loop.add_writer, self.loop.remove_writer)
+        )
+        try:
+            add(fd, lambda: fut.done() or fut.set_result(None))
+        except (PermissionError, ValueError):
+            return False
+        try:
+            await fut
+        finally:
+            remove(fd)
+        return True
 
     # -- per-fd knowledge ---------------------------------------------------------
     def nowait_hint(self, fd: int) -> NowaitHint:

@@ -25,7 +25,14 @@ from typing import Any
 
 from .. import _core
 from .._proactor import LoopRingProactor, Proactor, StagingProactor
-from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, write_what_fits
+from .base import (
+    FileEngine,
+    NowaitHint,
+    Outcome,
+    PoolPathOps,
+    read_what_is_there,
+    write_what_fits,
+)  # fmt: skip
 from .base import check_offset as _check_offset
 from .many import ManyReads
 
@@ -405,18 +412,31 @@ class AioFileEngine(PoolPathOps, KernelEngine):
             try:
                 return attempt()
             except BlockingIOError:
-                await self.poll(fd, events)
+                await self._poll_stream(fd, events)
+
+    async def _poll_stream(self, fd: int, events: int) -> None:
+        """Waits for readiness: an AIO poll, or the loop's own readiness watch where
+        AIO refuses the file (EINVAL: its poll uses more than one wait queue, as a
+        terminal's does)."""
+        try:
+            await self.poll(fd, events)
+        except OSError as e:
+            if e.errno != errno.EINVAL or not await self._wait_ready(fd, events):
+                raise
 
     async def read(self, fd: int, buf: Any, *, outcome: Outcome | None = None) -> int:
         if os.get_blocking(fd):
-            await self.poll(fd, select.POLLIN)
-            return os.readv(fd, [buf])
+            while True:
+                await self._poll_stream(fd, select.POLLIN)
+                n = read_what_is_there(fd, buf)
+                if n is not None:
+                    return n
         return await self._stream(fd, select.POLLIN, lambda: os.readv(fd, [buf]))
 
     async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:
         if os.get_blocking(fd):
             while True:
-                await self.poll(fd, select.POLLOUT)
+                await self._poll_stream(fd, select.POLLOUT)
                 n = write_what_fits(fd, data)
                 if n is not None:
                     return n
@@ -424,6 +444,14 @@ class AioFileEngine(PoolPathOps, KernelEngine):
 
     async def close(self, fd: int) -> None:
         self.forget_fd(fd)
+        # Ops on this fd still waiting in the proactor's queue would be submitted
+        # after the number is reused: submit them first (once in the kernel, an op
+        # holds the file itself, not the number), waiting for room if need be.
+        queue = self._proactor._queue
+        while any(op.fd == fd and not op.data.done() for op in queue):
+            self._proactor._submit_queued()
+            if any(op.fd == fd and not op.data.done() for op in queue):
+                await asyncio.sleep(0.001)  # the kernel queue is full: completions make room
         os.close(fd)  # never blocks for regular files; no kernel AIO form
 
     async def fstat(self, fd: int) -> os.stat_result:

@@ -4,12 +4,28 @@ blocking ``os`` call on a small pool."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import select
 from collections.abc import Sequence
 from typing import Any
 
-from .base import FileEngine, NowaitHint, Outcome, PoolPathOps, check_offset, write_what_fits
+from .base import (
+    FileEngine,
+    NowaitHint,
+    Outcome,
+    PoolPathOps,
+    _settle_thread,
+    check_offset,
+    read_what_is_there,
+    write_what_fits,
+)  # fmt: skip
+
+
+async def _finished(cf: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop) -> None:
+    if not cf.done():
+        await asyncio.wait([asyncio.wrap_future(cf, loop=loop)])
 
 
 def _ready_mask(fd: int, events: int) -> int:
@@ -21,6 +37,24 @@ def _ready_mask(fd: int, events: int) -> int:
 
 class ThreadEngine(PoolPathOps, FileEngine):
     name = "thread"
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        # The pool calls made on each fd and not finished: close(fd) waits for them,
+        # so that a call still queued never runs on the fd number once it is reused.
+        self._jobs: dict[int, set[concurrent.futures.Future[Any]]] = {}
+
+    async def _tracked(self, outcome: Outcome | None, func: Any, *args: Any) -> Any:
+        fd = args[0]
+        cf = self._fallback_pool().submit(func, *args)
+        jobs = self._jobs.get(fd)
+        if jobs is None:
+            jobs = self._jobs[fd] = set()
+        jobs.add(cf)
+        cf.add_done_callback(jobs.discard)  # set.discard is atomic: any thread may call
+        if outcome is not None:
+            outcome.arm(lambda: _settle_thread(cf, self.loop))
+        return await asyncio.wrap_future(cf, loop=self.loop)
 
     async def pread(
         self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,
@@ -48,30 +82,11 @@ class ThreadEngine(PoolPathOps, FileEngine):
         check_offset(offset)
         return await self._tracked(outcome, os.pwritev, fd, list(buffers), offset)
 
-    async def _wait_ready(self, fd: int, events: int) -> bool:
-        """Waits on the loop's own readiness notification (no thread, and a
-        cancelled wait consumes nothing); False where the fd cannot be watched
-        (regular files are always ready)."""
-        self._check_loop()
-        fut = self.loop.create_future()
-        add, remove = (
-            (self.loop.add_reader, self.loop.remove_reader)
-            if events & select.POLLIN
-            else (self.loop.add_writer, self.loop.remove_writer)
-        )
-        try:
-            add(fd, lambda: fut.done() or fut.set_result(None))
-        except (PermissionError, ValueError):
-            return False
-        try:
-            await fut
-        finally:
-            remove(fd)
-        return True
-
     async def read(self, fd: int, buf: Any, *, outcome: Outcome | None = None) -> int:
-        if await self._wait_ready(fd, select.POLLIN):
-            return os.readv(fd, [buf])
+        while await self._wait_ready(fd, select.POLLIN):
+            n = read_what_is_there(fd, buf)
+            if n is not None:
+                return n
         return await self._tracked(outcome, os.readv, fd, [buf])
 
     async def write(self, fd: int, data: Any, *, outcome: Outcome | None = None) -> int:
@@ -82,17 +97,27 @@ class ThreadEngine(PoolPathOps, FileEngine):
         return await self._tracked(outcome, os.write, fd, data)
 
     async def fsync(self, fd: int) -> None:
-        await self.run_sync(os.fsync, fd)
+        await self._tracked(None, os.fsync, fd)
 
     async def fdatasync(self, fd: int) -> None:
-        await self.run_sync(os.fdatasync, fd)
+        await self._tracked(None, os.fdatasync, fd)
+
+    async def ftruncate(self, fd: int, length: int) -> None:
+        await self._tracked(None, os.ftruncate, fd, length)
 
     async def close(self, fd: int) -> None:
         self.forget_fd(fd)
+        jobs = [cf for cf in self._jobs.pop(fd, ()) if not cf.done()]
+        if jobs:
+            # Calls queued or running on this fd end first (shielded: cancelling the
+            # close does not cancel them, and the fd is closed after them anyway).
+            await asyncio.shield(
+                asyncio.gather(*(_finished(cf, self.loop) for cf in jobs))
+            )
         await self.run_sync(os.close, fd)
 
     async def fstat(self, fd: int) -> os.stat_result:
-        return await self.run_sync(os.fstat, fd)
+        return await self._tracked(None, os.fstat, fd)
 
     async def poll(self, fd: int, events: int) -> int:
         while not (mask := _ready_mask(fd, events)):
