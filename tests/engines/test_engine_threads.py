@@ -202,6 +202,8 @@ def _echo_with_watcher(on_loop: bool) -> None:
 
 @pytest.mark.parametrize("on_loop", [False, True], ids=["own-ring", "loop-ring"])
 def test_watchers_in_threads(on_loop):
+    if (why := engines._usable("uring")) is not None:
+        pytest.skip(f"a Watcher needs io_uring: {why}")
     errors = _run_threads(lambda i: _echo_with_watcher(on_loop), THREADS)
     assert errors == []
     # And one after another in fresh threads (a Watcher's ring is its thread's).
