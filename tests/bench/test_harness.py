@@ -58,8 +58,10 @@ def test_baseline_params_compare_every_row_with_one_baseline_cell() -> None:
 def test_files_smoke_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Two O_DIRECT rounds: each contender's cell is the median of its runs.
-    monkeypatch.setattr(files, "SMOKE", dataclasses.replace(files.SMOKE, direct_rounds=2))
+    # Two rounds: each contender's cell is the median of its runs.
+    monkeypatch.setattr(
+        files, "SMOKE", dataclasses.replace(files.SMOKE, direct_rounds=2, rounds=2)
+    )
     out = tmp_path / "results"
     argv = ["bench", "files", "--smoke", "--out", str(out), "--engines", "aio,uring,bogus",
             "--peers", "open,nonexistent"]  # fmt: skip
@@ -104,6 +106,10 @@ def test_files_smoke_run(
         assert 0 < m["ops_per_s_min"] <= m["ops_per_s"] <= m["ops_per_s_max"], r
         assert m["cpu_us"] > 0, r
         assert r["ratio_vs_baseline"] is not None, r  # every depth against qd 1
+    for t in tables:  # every table's cells: medians of the rounds, with their spread
+        for r in t["rows"]:
+            m, metric = r["metrics"], t["metric"]
+            assert m[f"{metric}_min"] <= m[metric] <= m[f"{metric}_max"], (t["title"], r)
     direct = next(t for t in tables if "O_DIRECT" in t["title"])
     cells = [(r["contender"], r["params"]["qd"]) for r in direct["rows"]]
     assert ("ringio[aio]", 1) in cells and len(cells) == len(set(cells))

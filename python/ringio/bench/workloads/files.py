@@ -73,19 +73,20 @@ class Scale:
     # median: the disk's speed drifts by tens of per cent within minutes here, so a
     # contender measured a minute after fio could be compared with another disk.
     direct_rounds: int = 1
-    # Rounds of every cached random-read contender in turn; each cell is the median
-    # of its rounds, with the min and max beside it.
-    rand_rounds: int = 1
+    # Rounds of every contender in turn (small files, cached random reads,
+    # sequential I/O, lines); each cell is the median of its rounds, with the min
+    # and max of the table's metric beside it.
+    rounds: int = 1
 
 
 FULL = Scale(
     1000, (1, 6, 12, 24), 20000, (1, 8, 64), 64 * MiB, (1, 32), 2, 256 * MiB, 100_000_000,
-    direct_ops_qd1=40000, direct_ops=200_000, direct_rounds=5, rand_seconds=1.0, rand_rounds=5,
+    direct_ops_qd1=40000, direct_ops=200_000, direct_rounds=5, rand_seconds=1.0, rounds=5,
     line_peer_seconds=10.0,
 )  # fmt: skip
 QUICK = Scale(
     100, (1, 12), 3000, (1, 8, 64), 16 * MiB, (1, 32), 1, 32 * MiB, 20_000_000,
-    direct_ops_qd1=15000, direct_ops=100_000, direct_rounds=3, rand_seconds=0.3, rand_rounds=3,
+    direct_ops_qd1=15000, direct_ops=100_000, direct_rounds=3, rand_seconds=0.3, rounds=3,
     line_peer_seconds=2.0,
 )  # fmt: skip
 SMOKE = Scale(3, (1, 2), 64, (1, 8), 1 * MiB, (1,), 1, 2 * MiB, 20_000)
@@ -188,8 +189,8 @@ def run(options: Options) -> WorkloadResult:
     direct_names = _direct_contenders(ringio_names)
     # Steps for the progress bar: one per child process or fio job.
     options.progress(
-        len(names) * (len(scale.nfiles) + 1)
-        + scale.rand_rounds * (len(names) + len(ringio_names) + 1)
+        scale.rounds * len(names) * (len(scale.nfiles) + 1)
+        + scale.rounds * (len(names) + len(ringio_names) + 1)
         + scale.direct_rounds
         * len(scale.direct_depths)
         * (len(direct_names) + (1 if use_fio else 0))
@@ -212,21 +213,50 @@ def run(options: Options) -> WorkloadResult:
             return None
         return answer
 
+    def interleaved(
+        cells: list[tuple[tuple[Any, ...], str, dict[str, Any]]],
+    ) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+        """Runs every (key, contender, spec) cell once per round, all cells in turn
+        within a round; a contender that is skipped or fails is not run again.
+        Returns each key's answers."""
+        answers: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        refused: set[str] = set()
+        for _ in range(scale.rounds):
+            for key, c, spec in cells:
+                if c in refused:
+                    options.progress(0, 1)
+                elif (a := job(c, spec)) is None:
+                    refused.add(c)
+                else:
+                    answers.setdefault(key, []).append(a)
+        return {k: v for k, v in answers.items() if k[0] not in refused}
+
+    def medians(runs: list[dict[str, Any]], metric: str) -> dict[str, Any]:
+        """Every figure's median over the rounds, and the metric's min and max."""
+        out = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        out[f"{metric}_min"] = min(r[metric] for r in runs)
+        out[f"{metric}_max"] = max(r[metric] for r in runs)
+        return out
+
     # 1. The linux_aio experiment.
     t = Table(
         f"{scale.reads} reads of N small files (1-100 KB), one round every "
         f"{scale.interval * 1000:g} ms",
         metric="runtime_s", baseline=BASELINE, higher_is_better=False,
         note="threads: peak of /proc/self/task; RSS/VSZ: VmHWM/VmPeak of /proc/self/status; "
-        "CPU: process CPU time / wall time.",
+        "CPU: process CPU time / wall time. Each contender in a process of its own; "
+        f"{scale.rounds} round(s) of every contender in turn, medians (runtime min-max "
+        "beside them).",
     )  # fmt: skip
     sizes = [os.path.getsize(p) for p in data["small"]]
-    for c in names:
-        for n in scale.nfiles:
-            spec = {"kind": "small_files", "paths": data["small"][:n], "sizes": sizes[:n],
-                    "reads": scale.reads, "interval": scale.interval}  # fmt: skip
-            if (a := job(c, spec)) is not None:
-                t.add(c, {"files": n}, **a)
+    small_cells = [
+        ((c, n), c, {"kind": "small_files", "paths": data["small"][:n], "sizes": sizes[:n],
+                     "reads": scale.reads, "interval": scale.interval})
+        for c in names
+        for n in scale.nfiles
+    ]  # fmt: skip
+    for (c, n), runs in interleaved(small_cells).items():
+        t.add(c, {"files": n}, **medians(runs, "runtime_s"))
     result.tables.append(t)
 
     # 2. Cached random reads at several queue depths, in interleaved rounds.
@@ -241,34 +271,23 @@ def run(options: Options) -> WorkloadResult:
             "is `f.seek(off); f.read(4096)`, both blocking, so qd 1 only. ringio.open: "
             "`await f.pread(4096, off)` in each task's loop. Each contender reads the "
             "same offsets, once untimed, then again until "
-            f"{scale.rand_seconds:g} s have passed; {scale.rand_rounds} rounds of every "
+            f"{scale.rand_seconds:g} s have passed; {scale.rounds} rounds of every "
             "contender in turn, each cell the median (min-max beside it). cpu_us: the "
             "process's CPU time per read."
         ),
     )  # fmt: skip
     open_names = [n.replace("ringio[", "ringio.open[") for n in ringio_names]
-    rand_runs: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    rand_refused: set[str] = set()
-    for _ in range(scale.rand_rounds):
-        for c in [PREAD_BASELINE, *names, *open_names]:
-            if c in rand_refused:
-                options.progress(0, 1)
-                continue
-            depths = [1] if c in ("open()", PREAD_BASELINE) else list(scale.depths)
-            spec = {"kind": "rand_read", "path": data["rand"], "block": 4096,
-                    "ops": scale.rand_ops, "depths": depths,
-                    "min_seconds": scale.rand_seconds}  # fmt: skip
-            if (a := job(c, spec)) is None:
-                rand_refused.add(c)
-                continue
-            for d, rate in a["ops_per_s"].items():
-                rand_runs.setdefault((c, int(d)), []).append((rate, a["cpu_us"][d]))
-    for (c, d), runs in rand_runs.items():
-        if c in rand_refused:
-            continue
-        rates = [r for r, _ in runs]
-        t.add(c, {"qd": d}, ops_per_s=statistics.median(rates), ops_per_s_min=min(rates),
-              ops_per_s_max=max(rates), cpu_us=statistics.median(u for _, u in runs))  # fmt: skip
+    rand_cells = [
+        ((c,), c, {"kind": "rand_read", "path": data["rand"], "block": 4096,
+                   "ops": scale.rand_ops,
+                   "depths": [1] if c in ("open()", PREAD_BASELINE) else list(scale.depths),
+                   "min_seconds": scale.rand_seconds})
+        for c in [PREAD_BASELINE, *names, *open_names]
+    ]  # fmt: skip
+    for (c,), runs in interleaved(rand_cells).items():
+        for d in runs[0]["ops_per_s"]:
+            per_depth = [{"ops_per_s": r["ops_per_s"][d], "cpu_us": r["cpu_us"][d]} for r in runs]
+            t.add(c, {"qd": int(d)}, **medians(per_depth, "ops_per_s"))
     result.tables.append(t)
 
     # 3. O_DIRECT random reads: ringio against fio's io_uring engine as the ceiling.
@@ -323,13 +342,18 @@ def run(options: Options) -> WorkloadResult:
     t = Table(
         f"sequential 1 MiB I/O, {scale.seq_total // MiB} MiB",
         metric="mb_s", baseline=BASELINE, higher_is_better=True,
-        note="write: 1 MiB writes then fsync, timed together; read: the same file, cached.",
+        note="write: 1 MiB writes then fsync, timed together; read: the same file, cached. "
+        f"{scale.rounds} round(s) of every contender in turn, medians (min-max beside them).",
     )  # fmt: skip
-    for c in names:
-        spec = {"kind": "sequential", "path": data["seq"], "chunk": MiB, "total": scale.seq_total}
-        if (a := job(c, spec)) is not None:
-            t.add(c, {"op": "write"}, mb_s=a["write_mb_s"])
-            t.add(c, {"op": "read"}, mb_s=a["read_mb_s"])
+    seq_cells = [
+        ((c,), c, {"kind": "sequential", "path": data["seq"], "chunk": MiB,
+                   "total": scale.seq_total})
+        for c in names
+    ]  # fmt: skip
+    for (c,), runs in interleaved(seq_cells).items():
+        for op in ("write", "read"):
+            figures = medians([{"mb_s": r[f"{op}_mb_s"]} for r in runs], "mb_s")
+            t.add(c, {"op": op}, **figures)
     result.tables.append(t)
 
     # 5. Line iteration over a text file, opened as text ('r') and binary ('rb').
@@ -340,18 +364,21 @@ def run(options: Options) -> WorkloadResult:
         "aiofile: `async for line in LineReader(afp)` (text only). Mode r: the locale's "
         "encoding (UTF-8), universal newlines; rb: bytes. Timed from the open to the "
         f"close; aiofiles and aiofile stop after {scale.line_peer_seconds:g} s (their "
-        "rates are over the lines read by then).",
+        f"rates are over the lines read by then). {scale.rounds} round(s) of every "
+        "contender in turn, medians (min-max beside them).",
     )  # fmt: skip
     line_contenders = [c for c in names if c in ("open()", "aiofiles", "aiofile[linux_aio]")]
     line_contenders += [n.replace("ringio[", "ringio.open[") for n in ringio_names]
     line_jobs = [(m, c) for m in ("r", "rb") for c in line_contenders
                  if m == "r" or not c.startswith("aiofile[")]  # fmt: skip
-    options.progress(len(line_jobs) - 3, 0)
-    for mode, c in line_jobs:
-        spec = {"kind": "lines", "path": data["text"], "mode": mode,
-                "peer_seconds": scale.line_peer_seconds}  # fmt: skip
-        if (a := job(c, spec)) is not None:
-            t.add(c, {"mode": mode}, lines_per_s=a["lines_per_s"], mb_s=a["mb_s"])
+    options.progress(scale.rounds * len(line_jobs) - 3, 0)
+    line_cells = [
+        ((c, mode), c, {"kind": "lines", "path": data["text"], "mode": mode,
+                        "peer_seconds": scale.line_peer_seconds})
+        for mode, c in line_jobs
+    ]  # fmt: skip
+    for (c, mode), runs in interleaved(line_cells).items():
+        t.add(c, {"mode": mode}, **medians(runs, "lines_per_s"))
     result.tables.append(t)
 
     shutil.rmtree(root, ignore_errors=True)
