@@ -21,7 +21,7 @@ inside() { # DIR REPO CMD...: CMD in the chroot, with its mounts in a private na
 		mount --rbind /sys "$dir/sys"
 		mount --rbind /dev "$dir/dev"
 		if [ -n "$repo" ]; then mkdir -p "$dir/ringio"; mount --bind "$repo" "$dir/ringio"; fi
-		exec chroot "$dir" /usr/bin/env -i HOME=/root PATH=/usr/local/bin:/usr/bin:/bin \
+		exec chroot "$dir" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 			LANG=C.UTF-8 TERM=dumb CI="${CI:-}" /bin/sh -c "$*"
 	' sh "$dir" "$repo" "$@"
 }

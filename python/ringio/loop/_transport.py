@@ -169,6 +169,14 @@ class RingSocketTransport(_compat.FlowControlMixin, transports.Transport):  # ty
     def write(self, data: Any) -> None:  # replaced per instance by the native writer
         raise RuntimeError("transport is not initialised")
 
+    def writelines(self, list_of_data: Any) -> None:
+        # One write of the joined data. asyncio's socket transport takes a
+        # memoryview of each item since 3.12 (and joins them before: 3.11): the
+        # same TypeError as asyncio's for an item that is not bytes-like.
+        if _compat.PY312:
+            list_of_data = [memoryview(data) for data in list_of_data]
+        self.write(b"".join(list_of_data))
+
     def _ringio_write_lost(self) -> None:
         """A write after connection_lost was scheduled: dropped, as in asyncio."""
         if self._conn_lost >= constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES:
