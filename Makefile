@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 export PYO3_PYTHON := $(abspath $(PY))
 
 .PHONY: test bench lint docs venv install bench-deps sanitize miri clean fmt
+.PHONY: wheel sdist test-py test-versions smoke-versions ci-versions
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -90,7 +91,63 @@ docs: install
 	$(VENV)/bin/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) target site
+	rm -rf $(VENV) .venvs target site dist
+
+# ---------------------------------------------------------------- wheels, versions
+# `make wheel`: the abi3 wheel (CPython >= 3.11) for x86_64, linked by zig against
+# glibc 2.17 so that it is manylinux2014 (maturin --zig, the `ziglang` package from
+# PyPI), checked by `auditwheel show`; `make sdist`: the source archive.
+# docs/versions.md says how each version is tested.
+WHEEL_TOOLS := $(VENV)/.wheel-tools
+WHEEL_STAMP := dist/.wheel-built
+$(WHEEL_TOOLS): $(PY)
+	$(PIP) install -q 'maturin>=1.16,<2' ziglang auditwheel
+	touch $(WHEEL_TOOLS)
+
+$(WHEEL_STAMP): $(WHEEL_TOOLS) pyproject.toml Cargo.toml Cargo.lock LICENSE-MIT LICENSE-APACHE \
+		$(shell find src python -name '*.rs' -o -name '*.py' -o -name '*.pyi')
+	rm -f dist/ringio-*-cp311-abi3-*x86_64*.whl
+	PATH=$(abspath $(VENV))/bin:$$PATH CARGO_TARGET_DIR=target/wheel \
+		$(VENV)/bin/maturin build --quiet --release --zig --compatibility manylinux2014 --out dist
+	$(VENV)/bin/auditwheel show dist/ringio-*-cp311-abi3-*x86_64*.whl
+	touch $(WHEEL_STAMP)
+
+wheel: $(WHEEL_STAMP)
+
+sdist: $(WHEEL_TOOLS)
+	$(VENV)/bin/maturin sdist --out dist
+
+# `make test-py VERSION=3.13`: the wheel in a venv of that CPython (.venvs/VERSION;
+# pyenv's, else pythonVERSION on PATH, else for 3.13/3.14 a Debian sid chroot under
+# SID_CHROOT, made once), the whole suite there, CPython's own test_asyncio of that
+# version on ringio's loop included. TESTS= narrows it (pytest arguments).
+# `make test-versions`: the wheel's smoke program in a fresh venv, then the suite,
+# on each of VERSIONS.
+VERSIONS ?= 3.11 3.12 3.13 3.14
+SID_CHROOT ?= /var/tmp/ringio-sid
+export SID_CHROOT
+TESTS ?=
+test-py: wheel
+	@test -n "$(VERSION)" || (echo "make test-py VERSION=3.12|3.13|3.14" && false)
+	tools/test-py.sh $(VERSION) --smoke
+	tools/test-py.sh $(VERSION) $(TESTS)
+
+test-versions: wheel
+	@set -e; for v in $(VERSIONS); do $(MAKE) --no-print-directory test-py VERSION=$$v; done
+
+smoke-versions: wheel
+	@set -e; for v in $(VERSIONS); do tools/test-py.sh $$v --smoke; done
+
+# What CI runs besides `make test`, within its 90 minutes (docs/versions.md): on
+# each other version, the smoke program (a start_server echo) and the loop, files
+# and Watcher suites.
+CI_VERSIONS ?= 3.12 3.13 3.14
+CI_VERSION_TESTS ?= tests/loop tests/files tests/watcher
+ci-versions: wheel
+	@set -e; for v in $(CI_VERSIONS); do \
+		tools/test-py.sh $$v --smoke; \
+		RINGIO_CPYTHON_SUITE=0 tools/test-py.sh $$v $(CI_VERSION_TESTS); \
+	done
 
 # Networking benchmark peers (gaio echo benchmarks in Go, closed-loop echo client in C),
 # built into bench/build/. Each is skipped with a note when its toolchain is missing.
