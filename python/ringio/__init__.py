@@ -61,7 +61,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 if HAS_POLICIES:  # asyncio's policy system: CPython 3.11 to 3.15 (docs/loop.md)
-    from .loop import EventLoopPolicy
+    from .loop import EventLoopPolicy as EventLoopPolicy
 
     __all__.append("EventLoopPolicy")
 

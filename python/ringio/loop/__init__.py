@@ -17,6 +17,6 @@ from ._selector import RingSelector
 __all__ = ["EventLoop", "RingSelector", "install", "new_event_loop", "run"]
 
 if HAS_POLICIES:  # CPython 3.11 to 3.15: see _asyncio_compat
-    from ._loop import EventLoopPolicy
+    from ._loop import EventLoopPolicy as EventLoopPolicy
 
     __all__.append("EventLoopPolicy")
