@@ -11,9 +11,9 @@ policy machinery instantiates by its private name) are replaced by ringio's
 ``asyncio.run``, ``new_event_loop()``, ``EventLoop()`` or ``SelectorEventLoop()`` —
 gets ``ringio.EventLoop``. Every selector event loop built is counted, per test: a
 test that built a stock asyncio loop (the patching missed a way in) is reported in
-``tests_on_a_stock_loop``, and the pytest wrapper fails on it. Test classes that exist only to repeat the suite on another
-selector (poll, select) or another loop (proactor) are dropped; the epoll variants
-are the ones that run on ringio.
+``tests_on_a_stock_loop``, and the pytest wrapper fails on it. Test classes that
+exist only to repeat the suite on another selector (poll, select) or another loop
+(proactor) are dropped; the epoll variants are the ones that run on ringio.
 
 Exclusions are listed in ``EXCLUDED`` with their reason and reported as skips.
 """

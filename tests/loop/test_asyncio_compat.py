@@ -196,3 +196,24 @@ def test_entry_points_without_the_policy_api():
     proc = _run_python(code)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "entry points ok" in proc.stdout
+
+
+class _Awaitable:
+    """An awaitable that is not a coroutine: asyncio.run runs it from 3.14 on."""
+
+    def __await__(self):
+        yield from asyncio.sleep(0).__await__()
+        return 7
+
+
+def _outcome(runner) -> object:
+    try:
+        return runner(_Awaitable())
+    except BaseException as e:  # the outcome is what is compared
+        return type(e)
+
+
+def test_run_takes_what_asyncio_run_takes():
+    ours, theirs = _outcome(ringio.run), _outcome(asyncio.run)
+    assert ours == theirs
+    assert ours == (7 if sys.version_info >= (3, 14) else ValueError)
