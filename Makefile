@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export PYO3_PYTHON := $(abspath $(PY))
 
 .PHONY: test bench lint docs venv install bench-deps sanitize miri clean fmt
-.PHONY: wheel sdist test-py test-versions smoke-versions ci-versions
+.PHONY: wheel sdist wheel-cross test-py test-versions smoke-versions ci-versions
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -116,6 +116,21 @@ wheel: $(WHEEL_STAMP)
 
 sdist: $(WHEEL_TOOLS)
 	$(VENV)/bin/maturin sdist --out dist
+
+# Cross-compiled wheels into dist/cross (zig links them; rustup adds the targets):
+# aarch64 manylinux2014, x86_64 and aarch64 musllinux_1_2. Built and checked by
+# `auditwheel show`, not run: no aarch64 or musl CPython on this machine.
+CROSS_WHEELS ?= aarch64-unknown-linux-gnu:manylinux2014 \
+	x86_64-unknown-linux-musl:musllinux_1_2 aarch64-unknown-linux-musl:musllinux_1_2
+wheel-cross: $(WHEEL_TOOLS)
+	@set -e; for spec in $(CROSS_WHEELS); do \
+		target=$${spec%%:*}; tag=$${spec#*:}; \
+		rustup target list --installed | grep -qx $$target || rustup target add $$target; \
+		PATH=$(abspath $(VENV))/bin:$$PATH CARGO_TARGET_DIR=target/wheel \
+			$(VENV)/bin/maturin build --quiet --release --zig --target $$target \
+			--compatibility $$tag --out dist/cross; \
+	done
+	@for w in dist/cross/*.whl; do $(VENV)/bin/auditwheel show $$w; done
 
 # `make test-py VERSION=3.13`: the wheel in a venv of that CPython (.venvs/VERSION;
 # pyenv's, else pythonVERSION on PATH, else for 3.13/3.14 a Debian sid chroot under
