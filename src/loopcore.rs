@@ -294,7 +294,8 @@ impl Conn {
         // SAFETY: msghdr is plain data; zeroed is a valid empty header.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov.as_mut_ptr();
-        msg.msg_iovlen = iov.len() as _; // usize on glibc, c_int on musl
+        // usize on glibc, c_int on musl.
+        msg.msg_iovlen = iov.len() as _;
         // SAFETY: `msg` points at `iov`, whose entries point into chunks this Conn
         // owns; all outlive the synchronous call, which only reads them.
         let rc = unsafe { libc::sendmsg(self.fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
@@ -733,7 +734,8 @@ impl LoopCore {
                     // SAFETY: msghdr is plain data; zeroed is a valid empty header.
                     *c.msg = unsafe { std::mem::zeroed() };
                     c.msg.msg_iov = c.iov.as_mut_ptr();
-                    c.msg.msg_iovlen = c.iov.len() as _; // usize on glibc, c_int on musl
+                    // usize on glibc, c_int on musl.
+                    c.msg.msg_iovlen = c.iov.len() as _;
                     opcode::SendMsg::new(fd, &*c.msg as *const libc::msghdr)
                         .flags(libc::MSG_NOSIGNAL as u32)
                         .build()
