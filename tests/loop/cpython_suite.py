@@ -70,7 +70,16 @@ MODULES = (
 _OTHER_LOOP_CLASSES = ("PollEventLoopTests", "SelectEventLoopTests", "KqueueEventLoopTests")
 
 # test id (module.Class.method, or a prefix ending in '.') -> why it is excluded.
-EXCLUDED: dict[str, str] = {}
+EXCLUDED: dict[str, str] = {
+    # 3.14 (and 3.13 after 3.13.0): reaches into asyncio's _SelectorSocketTransport
+    # (`_read_ready_cb`, and a wrapper around its `_sock` whose send() takes half,
+    # to force that class's delayed-write path, gh-115514). ringio's transport has
+    # neither (its sends are native, on the ring): the check raises AttributeError
+    # inside resume_writing(), the test's future is never resolved, and it hangs.
+    "test_ssl.TestSSL.test_remote_shutdown_receives_trailing_data_on_slow_socket": (
+        "tests asyncio's _SelectorSocketTransport internals (_read_ready_cb, _sock)"
+    ),
+}
 
 _STOCK_SELECTORS = tuple(
     getattr(selectors, name)
