@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -34,8 +35,10 @@ def _os_signature(fn):
     except ValueError:
         # 3.14: os.link's text signature has a default that is an expression,
         # follow_symlinks=(os.name != 'nt'), which inspect refuses: evaluated here.
+        # "($module, /, src, ...)": the module is the bound first argument.
+        params = re.sub(r"^\(\$module,\s*(/,\s*)?", "(", fn.__text_signature__)
         ns: dict = {}
-        exec(f"def f{fn.__text_signature__.replace('$module, ', '')}: pass", {"os": os}, ns)
+        exec(f"def f{params}: pass", {"os": os}, ns)
         return inspect.signature(ns["f"])
 
 
