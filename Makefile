@@ -155,13 +155,14 @@ smoke-versions: wheel
 
 # What CI runs besides `make test`, within its 90 minutes (docs/versions.md): on
 # each other version, the smoke program (a start_server echo) and the loop, files
-# and Watcher suites.
+# and Watcher suites, CPython's own test_asyncio of that version on ringio's loop
+# included (tests/loop).
 CI_VERSIONS ?= 3.12 3.13 3.14
 CI_VERSION_TESTS ?= tests/loop tests/files tests/watcher
 ci-versions: wheel
 	@set -e; for v in $(CI_VERSIONS); do \
 		tools/test-py.sh $$v --smoke; \
-		RINGIO_CPYTHON_SUITE=0 tools/test-py.sh $$v $(CI_VERSION_TESTS); \
+		tools/test-py.sh $$v $(CI_VERSION_TESTS); \
 	done
 
 # Networking benchmark peers (gaio echo benchmarks in Go, closed-loop echo client in C),
