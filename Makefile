@@ -118,8 +118,8 @@ sdist: $(WHEEL_TOOLS)
 	$(VENV)/bin/maturin sdist --out dist
 
 # Cross-compiled wheels into dist/cross (zig links them; rustup adds the targets):
-# aarch64 manylinux2014, x86_64 and aarch64 musllinux_1_2. Built and checked by
-# `auditwheel show`, not run: no aarch64 or musl CPython on this machine.
+# aarch64 manylinux2014, x86_64 and aarch64 musllinux_1_2. Built and checked (tag,
+# libraries), not run: no aarch64 or musl CPython on this machine.
 CROSS_WHEELS ?= aarch64-unknown-linux-gnu:manylinux2014 \
 	x86_64-unknown-linux-musl:musllinux_1_2 aarch64-unknown-linux-musl:musllinux_1_2
 wheel-cross: $(WHEEL_TOOLS)
@@ -130,7 +130,13 @@ wheel-cross: $(WHEEL_TOOLS)
 			$(VENV)/bin/maturin build --quiet --release --zig --target $$target \
 			--compatibility $$tag --out dist/cross; \
 	done
-	@for w in dist/cross/*.whl; do $(VENV)/bin/auditwheel show $$w; done
+	@# auditwheel analyses manylinux wheels here; a musllinux one it cannot on a glibc
+	@# host (it looks for musl's libc.so among the host's): its NEEDED list instead.
+	@for w in dist/cross/*manylinux*.whl; do $(VENV)/bin/auditwheel show $$w; done
+	@for w in dist/cross/*musllinux*.whl; do \
+		echo "$$w:"; unzip -p $$w 'ringio/_core.abi3.so' > dist/cross/.so; \
+		readelf -d dist/cross/.so | grep NEEDED; rm -f dist/cross/.so; \
+	done
 
 # `make test-py VERSION=3.13`: the wheel in a venv of that CPython (.venvs/VERSION;
 # pyenv's, else pythonVERSION on PATH, else for 3.13/3.14 a Debian sid chroot under
