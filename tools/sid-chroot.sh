@@ -10,7 +10,10 @@
 # two runs at once do not see each other's. Needs root (debootstrap, chroot, mount).
 set -euo pipefail
 
-PACKAGES="python3.14 python3.14-venv python3.14-dev libpython3.14-testsuite ca-certificates"
+# dmsetup and gcc: the suite uses them on the host (device-mapper EIO tests, the C
+# echo client), so the chroot has them too.
+PACKAGES="python3.14 python3.14-venv python3.14-dev libpython3.14-testsuite ca-certificates \
+dmsetup gcc libc6-dev"
 
 inside() { # DIR REPO CMD...: CMD in the chroot, with its mounts in a private namespace
 	local dir=$1 repo=$2
@@ -28,7 +31,8 @@ inside() { # DIR REPO CMD...: CMD in the chroot, with its mounts in a private na
 
 setup() {
 	local dir=$1
-	if [ -x "$dir/usr/bin/python3.14" ] && [ -e "$dir/.ringio-ready" ]; then
+	# .ringio-ready holds the package list installed: a longer list installs again.
+	if [ -x "$dir/usr/bin/python3.14" ] && [ "$(cat "$dir/.ringio-ready" 2>/dev/null)" = "$PACKAGES" ]; then
 		return 0
 	fi
 	command -v debootstrap >/dev/null || {
@@ -56,7 +60,7 @@ setup() {
 	inside "$dir" "" "apt-get -o Acquire::Check-Valid-Until=false update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null \
 		&& update-ca-certificates >/dev/null"
-	touch "$dir/.ringio-ready"
+	echo "$PACKAGES" >"$dir/.ringio-ready"
 }
 
 cmd=${1:?usage: sid-chroot.sh setup DIR | run DIR REPO CMD...}
