@@ -23,7 +23,13 @@ inside() { # DIR REPO CMD...: CMD in the chroot, with its mounts in a private na
 		mount -t proc proc "$dir/proc"
 		mount --rbind /sys "$dir/sys"
 		mount --rbind /dev "$dir/dev"
-		if [ -n "$repo" ]; then mkdir -p "$dir/ringio"; mount --bind "$repo" "$dir/ringio"; fi
+		if [ -n "$repo" ]; then
+			mkdir -p "$dir/ringio" "$repo/bench/build" "$dir/var/tmp/ringio-bench-build"
+			mount --bind "$repo" "$dir/ringio"
+			# Binaries the suite compiles link sid'"'"'s glibc: kept apart from the
+			# host'"'"'s (which could not run them).
+			mount --bind "$dir/var/tmp/ringio-bench-build" "$dir/ringio/bench/build"
+		fi
 		exec chroot "$dir" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 			LANG=C.UTF-8 TERM=dumb CI="${CI:-}" /bin/sh -c "$*"
 	' sh "$dir" "$repo" "$@"
