@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 export PYO3_PYTHON := $(abspath $(PY))
 
 .PHONY: test bench lint docs venv install bench-deps sanitize miri clean fmt test-ecosystem
+.PHONY: wheel sdist wheel-cross test-py test-versions smoke-versions ci-versions
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -98,7 +99,85 @@ docs: install
 	$(VENV)/bin/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) target site build
+	rm -rf $(VENV) .venvs target site dist build
+
+# ---------------------------------------------------------------- wheels, versions
+# `make wheel`: the abi3 wheel (CPython >= 3.11) for x86_64, linked by zig against
+# glibc 2.17 so that it is manylinux2014 (maturin --zig, the `ziglang` package from
+# PyPI), checked by `auditwheel show`; `make sdist`: the source archive.
+# docs/versions.md says how each version is tested.
+WHEEL_TOOLS := $(VENV)/.wheel-tools
+WHEEL_STAMP := dist/.wheel-built
+$(WHEEL_TOOLS): $(PY)
+	$(PIP) install -q 'maturin>=1.16,<2' ziglang auditwheel
+	touch $(WHEEL_TOOLS)
+
+$(WHEEL_STAMP): $(WHEEL_TOOLS) pyproject.toml Cargo.toml Cargo.lock LICENSE-MIT LICENSE-APACHE \
+		$(shell find src python -name '*.rs' -o -name '*.py' -o -name '*.pyi')
+	rm -f dist/ringio-*-cp311-abi3-*x86_64*.whl
+	PATH=$(abspath $(VENV))/bin:$$PATH CARGO_TARGET_DIR=target/wheel \
+		$(VENV)/bin/maturin build --quiet --release --zig --compatibility manylinux2014 --out dist
+	$(VENV)/bin/auditwheel show dist/ringio-*-cp311-abi3-*x86_64*.whl
+	touch $(WHEEL_STAMP)
+
+wheel: $(WHEEL_STAMP)
+
+sdist: $(WHEEL_TOOLS)
+	$(VENV)/bin/maturin sdist --out dist
+
+# Cross-compiled wheels into dist/cross (zig links them; rustup adds the targets):
+# aarch64 manylinux2014, x86_64 and aarch64 musllinux_1_2. Built and checked (tag,
+# libraries), not run: no aarch64 or musl CPython on this machine.
+CROSS_WHEELS ?= aarch64-unknown-linux-gnu:manylinux2014 \
+	x86_64-unknown-linux-musl:musllinux_1_2 aarch64-unknown-linux-musl:musllinux_1_2
+wheel-cross: $(WHEEL_TOOLS)
+	@set -e; for spec in $(CROSS_WHEELS); do \
+		target=$${spec%%:*}; tag=$${spec#*:}; \
+		rustup target list --installed | grep -qx $$target || rustup target add $$target; \
+		PATH=$(abspath $(VENV))/bin:$$PATH CARGO_TARGET_DIR=target/wheel \
+			$(VENV)/bin/maturin build --quiet --release --zig --target $$target \
+			--compatibility $$tag --out dist/cross; \
+	done
+	@# auditwheel analyses manylinux wheels here; a musllinux one it cannot on a glibc
+	@# host (it looks for musl's libc.so among the host's): its NEEDED list instead.
+	@for w in dist/cross/*manylinux*.whl; do $(VENV)/bin/auditwheel show $$w; done
+	@for w in dist/cross/*musllinux*.whl; do \
+		echo "$$w:"; unzip -p $$w 'ringio/_core.abi3.so' > dist/cross/.so; \
+		readelf -d dist/cross/.so | grep NEEDED; rm -f dist/cross/.so; \
+	done
+
+# `make test-py VERSION=3.13`: the wheel in a venv of that CPython (.venvs/VERSION;
+# pyenv's, else pythonVERSION on PATH, else for 3.13/3.14 a Debian sid chroot under
+# SID_CHROOT, made once), the whole suite there, CPython's own test_asyncio of that
+# version on ringio's loop included. TESTS= narrows it (pytest arguments).
+# `make test-versions`: the wheel's smoke program in a fresh venv, then the suite,
+# on each of VERSIONS.
+VERSIONS ?= 3.11 3.12 3.13 3.14
+SID_CHROOT ?= /var/tmp/ringio-sid
+export SID_CHROOT
+TESTS ?=
+test-py: wheel
+	@test -n "$(VERSION)" || (echo "make test-py VERSION=3.12|3.13|3.14" && false)
+	tools/test-py.sh $(VERSION) --smoke
+	tools/test-py.sh $(VERSION) $(TESTS)
+
+test-versions: wheel
+	@set -e; for v in $(VERSIONS); do $(MAKE) --no-print-directory test-py VERSION=$$v; done
+
+smoke-versions: wheel
+	@set -e; for v in $(VERSIONS); do tools/test-py.sh $$v --smoke; done
+
+# What CI runs besides `make test`, within its 90 minutes (docs/versions.md): on
+# each other version, the smoke program (a start_server echo) and the loop, files
+# and Watcher suites, CPython's own test_asyncio of that version on ringio's loop
+# included (tests/loop).
+CI_VERSIONS ?= 3.12 3.13 3.14
+CI_VERSION_TESTS ?= tests/loop tests/files tests/watcher
+ci-versions: wheel
+	@set -e; for v in $(CI_VERSIONS); do \
+		tools/test-py.sh $$v --smoke; \
+		tools/test-py.sh $$v $(CI_VERSION_TESTS); \
+	done
 
 # Networking benchmark peers (gaio echo benchmarks in Go, closed-loop echo client in C),
 # built into bench/build/. Each is skipped with a note when its toolchain is missing.

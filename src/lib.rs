@@ -63,7 +63,10 @@ fn _enter_count() -> u64 {
     uring::enter_count()
 }
 
-#[pymodule]
+/// `gil_used = true`: on a free-threaded CPython (3.13t/3.14t) importing the module
+/// re-enables the GIL. ringio's rings are single-issuer, one per loop per thread, and
+/// that has not been tested without the GIL yet (docs/versions.md).
+#[pymodule(gil_used = true)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     sys::install_fork_handler();

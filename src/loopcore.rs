@@ -299,7 +299,8 @@ impl Conn {
         // SAFETY: msghdr is plain data; zeroed is a valid empty header.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov.as_mut_ptr();
-        msg.msg_iovlen = iov.len();
+        // usize on glibc, c_int on musl.
+        msg.msg_iovlen = iov.len() as _;
         // SAFETY: `msg` points at `iov`, whose entries point into chunks this Conn
         // owns; all outlive the synchronous call, which only reads them.
         let rc = unsafe { libc::sendmsg(self.fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
@@ -785,7 +786,8 @@ impl LoopCore {
                     // SAFETY: msghdr is plain data; zeroed is a valid empty header.
                     *c.msg = unsafe { std::mem::zeroed() };
                     c.msg.msg_iov = c.iov.as_mut_ptr();
-                    c.msg.msg_iovlen = c.iov.len();
+                    // usize on glibc, c_int on musl.
+                    c.msg.msg_iovlen = c.iov.len() as _;
                     opcode::SendMsg::new(fd, &*c.msg as *const libc::msghdr)
                         .flags(libc::MSG_NOSIGNAL as u32)
                         .build()
@@ -2218,8 +2220,14 @@ impl TransportWriter {
             && !data.is_instance_of::<PyByteArray>()
             && !data.is_instance_of::<PyMemoryView>()
         {
+            // asyncio's socket transport's words, which changed in 3.14.
+            let what = if py.version_info() >= (3, 14) {
+                "a bytes, bytearray, or memoryview object"
+            } else {
+                "a bytes-like object"
+            };
             return Err(PyTypeError::new_err(format!(
-                "data argument must be a bytes-like object, not '{}'",
+                "data argument must be {what}, not '{}'",
                 data.get_type().name()?
             )));
         }

@@ -12,7 +12,8 @@ from . import aio, tempfile, uring, watcher
 from ._core import AlignedBuffer, PartialSubmitError, dio_alignment
 from ._engines import EngineInfo, engine_info
 from ._file import AsyncBufferedFile, AsyncFileIO, AsyncTextFile, open
-from .loop import EventLoop, EventLoopPolicy, install, new_event_loop, run
+from .loop import EventLoop, install, new_event_loop, run
+from .loop._asyncio_compat import HAS_POLICIES
 from .watcher import (
     OP_ACCEPT,
     OP_CONNECT,
@@ -39,7 +40,6 @@ __all__ = [
     "ConnFreedError",
     "EngineInfo",
     "EventLoop",
-    "EventLoopPolicy",
     "OpResult",
     "PartialSubmitError",
     "RingBuffer",
@@ -59,6 +59,11 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+if HAS_POLICIES:  # asyncio's policy system: CPython 3.11 to 3.15 (docs/loop.md)
+    from .loop import EventLoopPolicy as EventLoopPolicy
+
+    __all__.append("EventLoopPolicy")
 
 
 def aligned(nbytes: int, alignment: int | None = None) -> AlignedBuffer:

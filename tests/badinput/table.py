@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno as E
 import re
+import sys
 from dataclasses import dataclass
 from io import UnsupportedOperation
 from typing import Any
@@ -39,6 +40,24 @@ class OK:
 
 
 @dataclass(frozen=True)
+class Since:
+    """An error that follows asyncio's, which changed in a CPython version: `before`
+    until `version`, `after` from it on (the doc names both)."""
+
+    version: tuple[int, int]
+    before: type[BaseException]
+    after: type[BaseException]
+    why: str
+
+    def current(self) -> type[BaseException]:
+        return self.after if sys.version_info >= self.version else self.before
+
+    def name(self) -> str:
+        v = ".".join(map(str, self.version))
+        return f"{self.before.__name__} ({self.after.__name__} from Python {v}: {self.why})"
+
+
+@dataclass(frozen=True)
 class Case:
     api: str
     case: str
@@ -47,6 +66,7 @@ class Case:
     group: str
     per_engine: bool
     isolate: bool
+    since: Since | None = None
 
     @property
     def id(self) -> str:
@@ -54,6 +74,8 @@ class Case:
 
     @property
     def expect_name(self) -> str:
+        if self.since is not None:
+            return self.since.name()
         if isinstance(self.expect, OK):
             return self.expect.what
         exc, no, filename = (*self.expect, None)[:3]
@@ -78,11 +100,14 @@ def group(name: str, per_engine: bool = False) -> None:
 
 
 def row(api: str, case: str, call: str, expect: Any, *, isolate: bool = False) -> None:
+    since = None
+    if isinstance(expect, Since):
+        since, expect = expect, expect.current()
     if isinstance(expect, type):
         expect = (expect, None)
     elif isinstance(expect, tuple) and all(isinstance(t, type) for t in expect):
         expect = (expect, None)  # any of these types
-    CASES.append(Case(api, case, call, expect, _GROUP, _PER_ENGINE, isolate))
+    CASES.append(Case(api, case, call, expect, _GROUP, _PER_ENGINE, isolate, since))
 
 
 def err(no: int) -> tuple[type[OSError], int]:
@@ -1715,14 +1740,18 @@ row(
     ValueError,
     isolate=True,
 )
-row("ringio.run", "not a coroutine", "scenarios.in_thread(ringio.run, 5)", ValueError)
-row("ringio.run", "None", "scenarios.in_thread(ringio.run, None)", ValueError)
+# asyncio.run's error for what it cannot run: 3.14 runs any awaitable, and raises
+# TypeError for the rest.
+_NOT_RUNNABLE = Since((3, 14), ValueError, TypeError, "asyncio.run takes any awaitable")
+row("ringio.run", "not a coroutine", "scenarios.in_thread(ringio.run, 5)", _NOT_RUNNABLE)
+row("ringio.run", "None", "scenarios.in_thread(ringio.run, None)", _NOT_RUNNABLE)
 row(
     "ringio.run",
     "a coroutine function, not a coroutine",
     "scenarios.in_thread(ringio.run, asyncio.sleep)",
-    ValueError,
+    _NOT_RUNNABLE,
 )
+
 row(
     "ringio.run",
     "from inside a running loop",

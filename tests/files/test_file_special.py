@@ -138,12 +138,19 @@ async def test_direct_preads_run_concurrently_and_leave_the_position(engine, tmp
         await f.seek(100)
         in_flight = high = 0
         real = f._eng.pread
+        # Each read waits until all 32 have reached the engine: a fast thread could
+        # otherwise finish one before the last started (seen on 3.14), and a lock
+        # between them now fails the wait instead of passing unseen.
+        all_in = asyncio.Event()
 
         async def counting(*args, **kwargs):
             nonlocal in_flight, high
             in_flight += 1
             high = max(high, in_flight)
+            if in_flight == 32:
+                all_in.set()
             try:
+                await asyncio.wait_for(all_in.wait(), 5)
                 return await real(*args, **kwargs)
             finally:
                 in_flight -= 1

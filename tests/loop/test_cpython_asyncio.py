@@ -82,6 +82,8 @@ def test_cpython_module(module, tmp_path):
     )
     assert result["failures"] == [], proc.stderr[-6000:]
     assert result["ran"] > 0
+    # No test may have run on asyncio's own loop: the patching missed a way in.
+    assert result["tests_on_a_stock_loop"] == [], result["stock_loop_kinds"]
     if module in _LOOP_MODULES:
         assert result["tests_on_a_ringio_loop"] > 0
         assert result["ring_selects"] > 0

@@ -86,9 +86,15 @@ def test_uses_the_loop_ring_no_eventfd_no_second_ring() -> None:
         await asyncio.sleep(0)  # the loop's select submits them
         assert ring.watcher_in_flight == 1  # the head read, in the loop's ring (the next is queued)
         assert w._core.in_flight == ring.watcher_in_flight
+        # Waiting before the data arrives: the wait must be woken by the loop. (A
+        # wait begun after it may find the completion at once: on 3.12+, whose
+        # wait_for runs the awaitable in the same task, without an iteration.)
+        waiter = asyncio.ensure_future(asyncio.wait_for(w.wait_io_async(), 5))
+        await asyncio.sleep(0)
+        assert not waiter.done()
         n0 = select_count()
         b.sendall(b"ping")
-        (r,) = await asyncio.wait_for(w.wait_io_async(), 5)
+        (r,) = await waiter
         assert r.context == "r" and r.buffer[: r.size] == b"ping"
         assert select_count() > n0  # woken by the loop's own select
         # nothing registered for readiness but the loop's own self-pipe

@@ -5,12 +5,18 @@
     import ringio
     ringio.run(main())                      # or
     asyncio.run(main(), loop_factory=ringio.new_event_loop)   # Python 3.12+
-    ringio.install()                        # make it the default policy
+    ringio.install()                        # the default policy (CPython < 3.16)
 """
 
 from __future__ import annotations
 
-from ._loop import EventLoop, EventLoopPolicy, install, new_event_loop, run
+from ._asyncio_compat import HAS_POLICIES
+from ._loop import EventLoop, install, new_event_loop, run
 from ._selector import RingSelector
 
-__all__ = ["EventLoop", "EventLoopPolicy", "RingSelector", "install", "new_event_loop", "run"]
+__all__ = ["EventLoop", "RingSelector", "install", "new_event_loop", "run"]
+
+if HAS_POLICIES:  # CPython 3.11 to 3.15: see _asyncio_compat
+    from ._loop import EventLoopPolicy as EventLoopPolicy
+
+    __all__.append("EventLoopPolicy")

@@ -25,13 +25,14 @@ import sys
 import threading
 import warnings
 import weakref
-from asyncio import base_events, constants, format_helpers, sslproto
+from asyncio import base_events, constants, sslproto
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from .. import uring
 from .._core import LoopCore as _LoopCore
 from .._engines import uring_refusal
+from . import _asyncio_compat as _compat
 from ._selector import RingSelector
 from ._transport import RingSocketTransport
 
@@ -50,21 +51,21 @@ _RECV_POOL = 64
 # is the ring transport.
 _Handle = asyncio.Handle
 _BASE_TIME = base_events.BaseEventLoop.time
-_MIN_SCHEDULED_TIMER_HANDLES = base_events._MIN_SCHEDULED_TIMER_HANDLES
-_MIN_CANCELLED_TIMER_HANDLES_FRACTION = base_events._MIN_CANCELLED_TIMER_HANDLES_FRACTION
+_MIN_SCHEDULED_TIMER_HANDLES = _compat.MIN_SCHEDULED_TIMER_HANDLES
+_MIN_CANCELLED_TIMER_HANDLES_FRACTION = _compat.MIN_CANCELLED_TIMER_HANDLES_FRACTION
 _get_ident = threading.get_ident
 _new_handle = object.__new__
 _copy_context = contextvars.copy_context
 _RING_TRANSPORT = os.environ.get("RINGIO_LOOP_TRANSPORT", "ring") != "selector"
 _STREAM_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX)
 
-__all__ = ["EventLoop", "EventLoopPolicy", "install", "new_event_loop", "run"]
+__all__ = ["EventLoop", "install", "new_event_loop", "run"]
 
 
 def _report_callback_error(handle: asyncio.Handle, exc: BaseException) -> None:
     # The except branch of asyncio's Handle._run, for LoopCore.run_ready, which
     # runs asyncio's own handles natively.
-    cb = format_helpers._format_callback_source(handle._callback, handle._args)
+    cb = _compat.format_callback_source(handle._callback, handle._args)
     context = {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
     if handle._source_traceback:
         context["source_traceback"] = handle._source_traceback
@@ -291,7 +292,7 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         return fut
 
     def _check_sock(self, sock: socket.socket) -> None:
-        base_events._check_ssl_socket(sock)
+        _compat.check_ssl_socket(sock)
         if self._debug and sock.gettimeout() != 0:
             raise ValueError("the socket must be non-blocking")
 
@@ -437,24 +438,43 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return asyncio.SelectorEventLoop()
 
 
-class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):  # type: ignore[misc,valid-type]
-    """The default asyncio policy, making ringio event loops (asyncio's own, with a
-    warning, where io_uring is refused: see ``new_event_loop``)."""
+if _compat.HAS_POLICIES:
 
-    _loop_factory = staticmethod(new_event_loop)
+    class EventLoopPolicy(_compat.DEFAULT_POLICY):  # type: ignore[misc,valid-type,name-defined]
+        """The default asyncio policy, making ringio event loops (asyncio's own, with a
+        warning, where io_uring is refused: see ``new_event_loop``).
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__}>"
+        Only where asyncio has policies (CPython 3.11 to 3.15; deprecated since 3.14,
+        removed in 3.16): ``ringio.run`` and ``asyncio.run(..., loop_factory=
+        ringio.new_event_loop)`` are the ways in on every version."""
+
+        _loop_factory = staticmethod(new_event_loop)
+
+        def __repr__(self) -> str:
+            return f"<{type(self).__name__}>"
+
+    __all__.append("EventLoopPolicy")
 
 
 def install() -> None:
-    """Make ringio the default: ``asyncio.new_event_loop()``/``asyncio.run()`` use it."""
-    asyncio.set_event_loop_policy(EventLoopPolicy())
+    """Make ringio the default: ``asyncio.new_event_loop()``/``asyncio.run()`` use it.
+
+    Sets ringio's `EventLoopPolicy`, so only where asyncio has policies (CPython 3.11
+    to 3.15; on 3.14 and 3.15 without asyncio's deprecation warning). On a CPython
+    without them (3.16) it raises RuntimeError: use ``ringio.run(main())`` or
+    ``asyncio.run(main(), loop_factory=ringio.new_event_loop)``."""
+    if not _compat.HAS_POLICIES:
+        raise RuntimeError(
+            f"ringio.install() needs asyncio's event loop policies, which Python "
+            f"{sys.version_info.major}.{sys.version_info.minor} no longer has: use "
+            "ringio.run(main()) or asyncio.run(main(), loop_factory=ringio.new_event_loop)"
+        )
+    _compat.set_policy(EventLoopPolicy())
 
 
 def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
     """Run the coroutine `main` on a new ringio loop, like ``asyncio.run``."""
-    if asyncio._get_running_loop() is not None:
+    if _compat.get_running_loop_or_none() is not None:
         # As asyncio.run, before a loop is made (3.11's Runner made one, then failed
         # twice over and left its shutdown_asyncgens coroutine never awaited).
         raise RuntimeError("ringio.run() cannot be called from a running event loop")

@@ -19,18 +19,20 @@ from __future__ import annotations
 import contextvars
 import socket
 import warnings
-from asyncio import base_events, constants, futures, protocols, transports, trsock
+from asyncio import constants, protocols, transports, trsock
 from asyncio.log import logger
 from typing import Any
 
+from . import _asyncio_compat as _compat
 
-class RingSocketTransport(transports._FlowControlMixin, transports.Transport):  # type: ignore[name-defined,misc]
+
+class RingSocketTransport(_compat.FlowControlMixin, transports.Transport):  # type: ignore[name-defined,misc]
     """A stream socket transport whose reads and writes run on the loop's ring."""
 
     _start_tls_compatible = True
     # loop.sendfile(): asyncio's native path (sock_sendfile on the raw socket once
     # the queue has drained, see _make_empty_waiter), as for selector transports.
-    _sendfile_compatible = constants._SendfileMode.TRY_NATIVE
+    _sendfile_compatible = _compat.SendfileMode.TRY_NATIVE
     _empty_waiter: Any = None
 
     # Set early: __del__ and __repr__ must work even if __init__ failed.
@@ -80,14 +82,14 @@ class RingSocketTransport(transports._FlowControlMixin, transports.Transport):  
         self._eof = False
         self._paused = False
         if self._server is not None:
-            self._server._attach()
+            _compat.server_attach(self._server, self)
         loop._transports[self._sock_fd] = self
-        base_events._set_nodelay(sock)
+        _compat.set_nodelay(sock)
         self._loop.call_soon(self._protocol.connection_made, self)
         # Only start reading once connection_made() has been called.
         self._loop.call_soon(self._start_reading)
         if waiter is not None:
-            self._loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
+            self._loop.call_soon(_compat.set_result_unless_cancelled, waiter, None)
 
     def _core_writer(self, slot: int, gen: int) -> Any:
         from .._core import TransportWriter
@@ -174,6 +176,14 @@ class RingSocketTransport(transports._FlowControlMixin, transports.Transport):  
 
     def write(self, data: Any) -> None:  # replaced per instance by the native writer
         raise RuntimeError("transport is not initialised")
+
+    def writelines(self, list_of_data: Any) -> None:
+        # One write of the joined data. asyncio's socket transport takes a
+        # memoryview of each item since 3.12 (and joins them before: 3.11): the
+        # same TypeError as asyncio's for an item that is not bytes-like.
+        if _compat.PY312:
+            list_of_data = [memoryview(data) for data in list_of_data]
+        self.write(b"".join(list_of_data))
 
     def _ringio_write_lost(self) -> None:
         """A write after connection_lost was scheduled: dropped, as in asyncio."""
@@ -287,7 +297,7 @@ class RingSocketTransport(transports._FlowControlMixin, transports.Transport):  
             self._loop = None
             server = self._server
             if server is not None:
-                server._detach()
+                _compat.server_detach(server, self)
                 self._server = None
         if self._empty_waiter is not None and not self._empty_waiter.done():
             self._empty_waiter.set_exception(ConnectionError("Connection is closed by peer"))

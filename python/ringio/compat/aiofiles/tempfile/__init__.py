@@ -158,8 +158,10 @@ async def _temporary_file(
             delete_on_close, loop=loop,
         )  # fmt: skip
         result = wrap(f.file, f, loop=loop, executor=executor)
-        # What aiofiles copies from the stdlib wrapper (3.11: delete; 3.12: _closer).
-        result.delete = f.delete
+        # What aiofiles copies from the stdlib wrapper: 3.11 `delete`; 3.12+ only
+        # `_closer` (the stdlib wrapper has no `delete` since 3.12, nor has aiofiles').
+        if sys.version_info < (3, 12):
+            result.delete = f.delete
         result._closer = f
         return result
     f = await _rt.TemporaryFile(mode, buffering, encoding, newline, suffix, prefix, dir, loop=loop)
