@@ -1,0 +1,266 @@
+//! CQE absorption: the core's side CQEs become actions under the lock (no Python
+//! code runs here), with the receive window's moving averages.
+
+use io_uring::cqueue;
+use pyo3::prelude::*;
+
+use crate::engine::RawCompletion;
+
+use super::action::{Action, Payload};
+use super::transport::{note_received, Recv};
+use super::{
+    untoken, Inner, LoopCore, BIG_BIT, BIG_ON, BUFSIZE, CACHE_BUDGET, KIND_RECV, MIN_WINDOW,
+};
+
+/// One transport's receives in a CQE batch: (slot, index of its Data action, the
+/// (buffer id, length) of each receive, in order).
+pub(super) type Group = (u32, usize, Vec<(u16, usize)>);
+
+impl LoopCore {
+    /// Buffer `bid` of a CQE whose bytes are not wanted goes back to its group.
+    pub(super) fn recycle(engine: &mut crate::uring::UringEngine, bid: u16) {
+        if let Some(br) = engine.bufring.as_mut() {
+            br.available -= 1;
+            br.give(bid);
+            br.refill();
+        }
+    }
+
+    /// Turns side CQEs into actions (under the lock; no Python code runs here).
+    pub(super) fn absorb(
+        inner: &mut Inner,
+        py: Python<'_>,
+        engine: &mut crate::uring::UringEngine,
+        cqes: &[RawCompletion],
+        actions: &mut Vec<Action>,
+    ) {
+        inner.batch += 1;
+        let batch = inner.batch;
+        let mut groups: Vec<Group> = Vec::new();
+        Self::absorb_cqes(inner, py, engine, cqes, actions, batch, &mut groups);
+        let (bufs, bytes) = groups.iter().fold((0, 0), |(b, n), g| {
+            (b + g.2.len(), n + g.2.iter().map(|s| s.1).sum::<usize>())
+        });
+        if let Some(recv) = (bytes * 16).checked_div(bufs) {
+            // Moving averages over batches (x16 fixed point, weight 1/8), started
+            // at the first batch's figures. (bufs > 0: there is a group.)
+            let per = bufs * 16 / groups.len();
+            if inner.recv_avg == 0 {
+                (inner.recv_avg, inner.bufs_avg) = (recv, per);
+            }
+            inner.recv_avg = (inner.recv_avg * 7 + recv) / 8;
+            inner.bufs_avg = (inner.bufs_avg * 7 + per) / 8;
+            if let Some(br) = engine.bufring.as_mut() {
+                let per_buf = (inner.recv_avg / 16).max(1);
+                br.set_cap((CACHE_BUDGET / per_buf).max(MIN_WINDOW));
+            }
+        }
+        for (slot, at, segs) in groups {
+            if let Action::Data(s, _, p) = &mut actions[at] {
+                debug_assert_eq!(*s, slot);
+                *p = Payload::Segs(segs);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn absorb_cqes(
+        inner: &mut Inner,
+        py: Python<'_>,
+        engine: &mut crate::uring::UringEngine,
+        cqes: &[RawCompletion],
+        actions: &mut Vec<Action>,
+        batch: u64,
+        groups: &mut Vec<Group>,
+    ) {
+        for c in cqes {
+            let (slot, gen, kind) = untoken(c.token);
+            let flags = c.res2 as u32;
+            let bid = cqueue::buffer_select(flags);
+            let res = c.res as i32;
+            let big = kind == KIND_RECV && c.token & BIG_BIT != 0;
+            let Some(conn) = inner.conn(slot, gen) else {
+                if let Some(bid) = bid {
+                    Self::recycle(engine, bid);
+                }
+                continue;
+            };
+            if big {
+                // The readiness poll of a large-receive transport.
+                if !c.more {
+                    conn.recv = Recv::Off;
+                }
+                let live = !conn.released && !conn.lost && !conn.recv_done;
+                if res > 0 && live {
+                    if res & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) as i32 != 0 {
+                        conn.hup = true;
+                    }
+                    if !conn.readable {
+                        conn.readable = true;
+                        inner.ready_large.push_back((slot, gen));
+                    }
+                } else if res < 0 && res != -libc::ECANCELED && live {
+                    conn.recv_done = true;
+                    actions.push(Action::ReadErr(slot, gen, -res));
+                }
+                if !c.more {
+                    inner.mark(slot);
+                }
+                inner.maybe_free(slot);
+                continue;
+            }
+            if kind == KIND_RECV {
+                if !c.more {
+                    conn.recv = Recv::Off;
+                }
+                let live = !conn.released && !conn.lost;
+                let mut remark = false;
+                if res > 0 && live {
+                    remark = note_received(conn, res as usize, batch);
+                }
+                if res > 0 {
+                    let br = engine
+                        .bufring
+                        .as_mut()
+                        .expect("recv CQE without a buffer ring");
+                    let bid = bid.expect("a multishot receive CQE carries a buffer");
+                    let n = res as usize;
+                    conn.filled = n == BUFSIZE;
+                    // SAFETY: the kernel filled `n` bytes of buffer `bid` and handed it
+                    // to us with this CQE; it is not back in the ring until the push
+                    // below, so nothing else writes it while we copy.
+                    let data = unsafe { std::slice::from_raw_parts(br.mem.ptr(br.buffer(bid)), n) };
+                    // The kernel took it from the ring: it is ours until given back.
+                    br.available -= 1;
+                    let mut kept = false;
+                    if live {
+                        if !conn.reading || !conn.backlog.is_empty() {
+                            conn.backlog.extend_from_slice(data);
+                        } else if conn.buffered.is_some() {
+                            conn.data_batch = batch;
+                            actions.push(Action::Data(slot, gen, Payload::Raw(data.to_vec())));
+                        } else {
+                            conn.data_batch = batch;
+                            // Every receive of this transport in the batch becomes one
+                            // data_received call (asyncio reads up to 256 KiB at once);
+                            // its buffers go back once copied, after the loop.
+                            if conn.group_batch == batch {
+                                groups[conn.group].2.push((bid, n));
+                            } else {
+                                conn.group_batch = batch;
+                                conn.group = groups.len();
+                                groups.push((slot, actions.len(), vec![(bid, n)]));
+                                actions.push(Action::Data(slot, gen, Payload::Segs(Vec::new())));
+                            }
+                            kept = true;
+                        }
+                    }
+                    if !kept {
+                        br.give(bid);
+                        br.refill();
+                    }
+                } else {
+                    if let Some(bid) = bid {
+                        Self::recycle(engine, bid);
+                    }
+                    let deferred = conn.data_batch == batch;
+                    let mut starved = false;
+                    match -res {
+                        0 => {
+                            conn.recv_done = true;
+                            if live && deferred {
+                                conn.pending_eof = true;
+                            } else if live {
+                                actions.push(Action::Eof(slot, gen));
+                            }
+                        }
+                        libc::ECANCELED => {}
+                        libc::ENOBUFS if live && conn.buffered.is_none() && conn.filled => {
+                            // The window ran dry while this transport filled whole
+                            // buffers: its messages are large, but a starved
+                            // receive's batches cannot show it (each gets a buffer
+                            // or two), so the average would keep it waiting for
+                            // buffers turn after turn (at 100 KiB x 1,000 every new
+                            // client's connections took a second to move). Large
+                            // receives need no buffers. (Moving those that ran dry
+                            // before any data as well, to let their first receives
+                            // there decide, left up to a tenth of 1,000 new 1 KiB
+                            // streams connections unanswered for a second.)
+                            conn.big = true;
+                            conn.rx_avg = Some(conn.rx_avg.map_or(BIG_ON, |a| a.max(BIG_ON)));
+                        }
+                        libc::ENOBUFS => {
+                            // The provided window ran dry: widen it (up to its cap)
+                            // and wait for buffers (see `unstarve`).
+                            if let Some(br) = engine.bufring.as_mut() {
+                                br.grow();
+                            }
+                            if live && !conn.starved {
+                                conn.starved = true;
+                                starved = true;
+                            }
+                        }
+                        e => {
+                            conn.recv_done = true;
+                            if live && deferred {
+                                conn.pending_err = Some(e);
+                            } else if live {
+                                actions.push(Action::ReadErr(slot, gen, e));
+                            }
+                        }
+                    }
+                    if live && deferred && res != -libc::ECANCELED && res != -libc::ENOBUFS {
+                        inner.resumed.push(slot);
+                    }
+                    if starved {
+                        inner.starved.push_back((slot, gen));
+                    }
+                }
+                if !c.more || remark {
+                    inner.mark(slot);
+                }
+            } else {
+                conn.send_inflight = false;
+                if res >= 0 {
+                    // res never exceeds the in-flight iovecs, which cover the head.
+                    conn.advance(res as usize);
+                    if !conn.released && !conn.lost {
+                        // Decided when the action runs: the resume_writing callback
+                        // may queue more (asyncio's _write_ready order).
+                        actions.push(Action::SendDone(slot, gen));
+                    }
+                } else {
+                    match -res {
+                        libc::EAGAIN | libc::EINTR => {}
+                        libc::ECANCELED if conn.lost || conn.released => {}
+                        e => {
+                            if !conn.released && !conn.lost {
+                                // Dropped with the queue, as asyncio clears its buffer.
+                                conn.queue.clear();
+                                conn.queued = 0;
+                                conn.head_off = 0;
+                                if let Some(t) = conn.transport.as_ref() {
+                                    actions.push(Action::Call(
+                                        t.clone_ref(py),
+                                        "_ringio_write_error",
+                                        e,
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                }
+                if conn.released || conn.lost {
+                    // Nothing more to send: release the chunks the kernel no longer reads.
+                    if !conn.send_inflight {
+                        conn.queue.clear();
+                        conn.queued = 0;
+                        conn.head_off = 0;
+                    }
+                }
+                inner.mark(slot);
+            }
+            inner.maybe_free(slot);
+        }
+    }
+}

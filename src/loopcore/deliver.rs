@@ -1,0 +1,505 @@
+//! Delivery to protocols: each action calls the protocol or the transport's
+//! helpers in the transport's context, outside the lock; large-receive turns and
+//! resumed transports' backlogs.
+
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+
+use crate::buffers::View;
+use crate::uring::py::Ring;
+
+use super::action::{bytes_from_segs, new_bytes, with_bufring, Action, Payload};
+use super::iteration::HandleKinds;
+use super::transport::{note_received, Recv};
+use super::{Inner, LoopCore, BIG_BUFSIZE};
+
+/// What a `Data` action calls: the transport, its context and its protocol's
+/// receiving callbacks.
+pub(super) struct Callbacks {
+    pub(super) tr: Py<PyAny>,
+    pub(super) ctx: Option<Py<PyAny>>,
+    pub(super) dr: Option<Py<PyAny>>,
+    pub(super) buffered: Option<(Py<PyAny>, Py<PyAny>)>,
+}
+
+/// `context.run(f, *args)`: `f` sees (and sets) the context's variables.
+pub(super) fn in_context<'py>(
+    py: Python<'py>,
+    context: &Bound<'py, PyAny>,
+    f: &Bound<'py, PyAny>,
+    args: Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let run = &HandleKinds::get(py)?.context_run;
+    let mut call = Vec::with_capacity(args.len() + 2);
+    call.push(context.clone());
+    call.push(f.clone());
+    call.extend(args.iter());
+    run.bind(py).call1(PyTuple::new(py, call)?)
+}
+
+pub(super) fn is_fatal(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
+}
+
+impl LoopCore {
+    /// Runs one action; Err only for KeyboardInterrupt/SystemExit (or a failing
+    /// `_fatal_error`), which stop the batch.
+    pub(super) fn run(&self, py: Python<'_>, action: Action) -> PyResult<()> {
+        match action {
+            Action::Readable(slot, gen) => self.receive_large(py, slot, gen),
+            Action::Data(slot, gen, payload) => {
+                let (tr, ctx, dr, buffered, ring) = {
+                    let mut inner = self.lock();
+                    let ring = inner.ring.as_ref().map(|r| r.clone_ref(py));
+                    let Some(c) = inner.conn(slot, gen) else {
+                        payload.discard(ring.as_ref());
+                        return Ok(());
+                    };
+                    if c.released || c.lost {
+                        payload.discard(ring.as_ref());
+                        return Ok(());
+                    }
+                    if !c.reading || !c.backlog.is_empty() {
+                        // Paused by an earlier callback of this batch: keep the bytes.
+                        payload.append_to(ring.as_ref(), py, &mut c.backlog);
+                        return Ok(());
+                    }
+                    (
+                        c.transport.as_ref().map(|t| t.clone_ref(py)),
+                        c.context.as_ref().map(|t| t.clone_ref(py)),
+                        c.data_received.as_ref().map(|t| t.clone_ref(py)),
+                        c.buffered
+                            .as_ref()
+                            .map(|(a, b)| (a.clone_ref(py), b.clone_ref(py))),
+                        ring,
+                    )
+                };
+                let Some(tr) = tr else {
+                    payload.discard(ring.as_ref());
+                    return Ok(());
+                };
+                let cb = Callbacks {
+                    tr,
+                    ctx,
+                    dr,
+                    buffered,
+                };
+                self.deliver(py, slot, gen, cb, payload, ring.as_ref())
+            }
+            Action::Eof(slot, gen) => {
+                let tr = {
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    if c.released || c.lost {
+                        return Ok(());
+                    }
+                    if !c.reading || !c.backlog.is_empty() {
+                        c.pending_eof = true;
+                        return Ok(());
+                    }
+                    c.transport.as_ref().map(|t| t.clone_ref(py))
+                };
+                match tr {
+                    Some(t) => self.call(py, &t, "_ringio_eof", -1),
+                    None => Ok(()),
+                }
+            }
+            Action::ReadErr(slot, gen, e) => {
+                let tr = {
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    if c.released || c.lost {
+                        return Ok(());
+                    }
+                    if !c.reading || !c.backlog.is_empty() {
+                        c.pending_err = Some(e);
+                        return Ok(());
+                    }
+                    c.transport.as_ref().map(|t| t.clone_ref(py))
+                };
+                match tr {
+                    Some(t) => self.call(py, &t, "_ringio_read_error", e),
+                    None => Ok(()),
+                }
+            }
+            Action::Call(t, name, arg) => self.call(py, &t, name, arg),
+            Action::SendDone(slot, gen) => {
+                // Flow control is judged on what the kernel left queued: write()
+                // only queues (asyncio's write sends at once), so the water marks
+                // are checked here, and in write() only while a send is in flight.
+                let flow = {
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    let name = if c.proto_paused && c.queued <= c.low {
+                        c.proto_paused = false;
+                        Some("_maybe_resume_protocol")
+                    } else if !c.proto_paused && c.queued > c.high {
+                        Some("_maybe_pause_protocol")
+                    } else {
+                        None
+                    };
+                    name.zip(c.transport.as_ref().map(|t| t.clone_ref(py)))
+                };
+                if let Some((name, t)) = flow {
+                    self.call(py, &t, name, -1)?;
+                }
+                let (tr, what) = {
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    if c.released || c.lost || !c.queue.is_empty() || c.send_inflight {
+                        return Ok(());
+                    }
+                    let what = if c.closing {
+                        c.lost = true;
+                        Some("_ringio_drained")
+                    } else {
+                        if c.eof && !c.shut {
+                            c.shut = true;
+                            // SAFETY: shutdown(2) on the transport's fd, which stays
+                            // open until the transport is released.
+                            unsafe { libc::shutdown(c.fd, libc::SHUT_WR) };
+                        }
+                        if c.want_empty {
+                            c.want_empty = false;
+                            Some("_ringio_empty")
+                        } else {
+                            None
+                        }
+                    };
+                    (c.transport.as_ref().map(|t| t.clone_ref(py)), what)
+                };
+                match (tr, what) {
+                    (Some(t), Some(name)) => self.call(py, &t, name, -1),
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+
+    /// Whether running `action` would call no Python code: a `SendDone` that
+    /// crosses no water mark and owes the transport no drained/empty/shutdown step
+    /// (the conditions of `run`'s `SendDone` arm, read without acting).
+    pub(super) fn send_done_is_quiet(inner: &mut Inner, action: &Action) -> bool {
+        let Action::SendDone(slot, gen) = action else {
+            return false;
+        };
+        let Some(c) = inner.conn(*slot, *gen) else {
+            return true;
+        };
+        let flow = (c.proto_paused && c.queued <= c.low) || (!c.proto_paused && c.queued > c.high);
+        if flow {
+            return false;
+        }
+        c.released
+            || c.lost
+            || !c.queue.is_empty()
+            || c.send_inflight
+            || !(c.closing || (c.eof && !c.shut) || c.want_empty)
+    }
+
+    /// Calls the transport's method `name` (with `arg` if >= 0) in the transport's
+    /// context (its `_context`): the method calls the protocol (`eof_received`,
+    /// `pause_writing`, ...) or schedules `connection_lost`, whose handle copies
+    /// the context current when it is made.
+    pub(super) fn call(&self, py: Python<'_>, t: &Py<PyAny>, name: &str, arg: i32) -> PyResult<()> {
+        let t = t.bind(py);
+        let ctx = t
+            .getattr(intern!(py, "_context"))
+            .ok()
+            .filter(|c| !c.is_none());
+        let r = (|| {
+            let method = t.getattr(name)?;
+            match (&ctx, arg >= 0) {
+                (Some(c), true) => in_context(py, c, &method, PyTuple::new(py, [arg])?),
+                (Some(c), false) => in_context(py, c, &method, PyTuple::empty(py)),
+                (None, true) => method.call1((arg,)),
+                (None, false) => method.call0(),
+            }
+        })();
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if is_fatal(py, &e) => Err(e),
+            Err(e) => {
+                // The transport's helpers do not raise; if one does, report it the way
+                // asyncio reports a failing callback rather than lose it.
+                let msg = format!("Fatal error in transport {name}()");
+                let fatal = t.getattr(intern!(py, "_fatal_error"))?;
+                match &ctx {
+                    Some(c) => {
+                        let args = PyTuple::new(
+                            py,
+                            [e.value(py).as_any(), PyString::new(py, &msg).as_any()],
+                        )?;
+                        in_context(py, c, &fatal, args).map(drop)
+                    }
+                    None => fatal.call1((e.value(py), msg)).map(drop),
+                }
+            }
+        }
+    }
+
+    pub(super) fn deliver(
+        &self,
+        py: Python<'_>,
+        slot: u32,
+        gen: u32,
+        cb: Callbacks,
+        payload: Payload,
+        ring: Option<&Py<Ring>>,
+    ) -> PyResult<()> {
+        let Callbacks {
+            tr,
+            ctx,
+            dr,
+            buffered,
+        } = cb;
+        let ctx = ctx.as_ref().map(|c| c.bind(py));
+        // The protocol's callbacks, and `_fatal_error` (which schedules
+        // connection_lost), run in the transport's context.
+        let invoke = |f: &Bound<'_, PyAny>, args: Bound<'_, PyTuple>| -> PyResult<()> {
+            match ctx {
+                Some(c) => in_context(py, c, f, args).map(drop),
+                None => f.call1(args).map(drop),
+            }
+        };
+        let fail = |e: PyErr, msg: &str| -> PyResult<()> {
+            if is_fatal(py, &e) {
+                return Err(e);
+            }
+            let fatal = tr.bind(py).getattr(intern!(py, "_fatal_error"))?;
+            let args = PyTuple::new(py, [e.value(py).as_any(), PyString::new(py, msg).as_any()])?;
+            invoke(&fatal, args)
+        };
+        if let Some((get_buffer, buffer_updated)) = buffered {
+            let data = payload.into_vec(ring, py);
+            let mut off = 0;
+            while off < data.len() {
+                let got = match ctx {
+                    Some(c) => {
+                        let run = HandleKinds::get(py)?.context_run.bind(py);
+                        run.call1((c, get_buffer.bind(py), -1))
+                    }
+                    None => get_buffer.bind(py).call1((-1,)),
+                };
+                let buf = match got {
+                    Ok(b) => b,
+                    Err(e) => return fail(e, "Fatal error: protocol.get_buffer() call failed."),
+                };
+                let view = match View::writable(&buf) {
+                    Ok(v) if !v.is_empty() => v,
+                    Ok(_) => {
+                        let e = PyRuntimeError::new_err("get_buffer() returned an empty buffer");
+                        return fail(e, "Fatal error: protocol.get_buffer() call failed.");
+                    }
+                    Err(e) => return fail(e, "Fatal error: protocol.get_buffer() call failed."),
+                };
+                let n = view.len().min(data.len() - off);
+                // SAFETY: `view` is a writable, C-contiguous export of at least `n`
+                // bytes, held until the copy is done; `data[off..off + n]` is in bounds.
+                unsafe { std::ptr::copy_nonoverlapping(data[off..].as_ptr(), view.ptr(), n) };
+                drop(view);
+                off += n;
+                if let Err(e) = invoke(buffer_updated.bind(py), PyTuple::new(py, [n])?) {
+                    return fail(e, "Fatal error: protocol.buffer_updated() call failed.");
+                }
+                if off < data.len() {
+                    // The callback may have paused reading or closed: keep the rest.
+                    let mut inner = self.lock();
+                    let Some(c) = inner.conn(slot, gen) else {
+                        return Ok(());
+                    };
+                    if c.released || c.lost {
+                        return Ok(());
+                    }
+                    if !c.reading {
+                        let mut rest = data[off..].to_vec();
+                        rest.extend_from_slice(&c.backlog);
+                        c.backlog = rest;
+                        return Ok(());
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let Some(dr) = dr else {
+            payload.discard(ring);
+            return Ok(());
+        };
+        let made = match payload {
+            Payload::Raw(v) => new_bytes(py, &v),
+            Payload::Obj(o) => Ok(o),
+            Payload::Segs(segs) => {
+                match with_bufring(ring, |br| br.map(|br| bytes_from_segs(py, br, &segs))) {
+                    Some(made) => made,
+                    None => return Ok(()), // the ring is gone: the loop is closing
+                }
+            }
+        };
+        let arg = match made {
+            Ok(b) => b,
+            // No memory for the bytes: they are lost, so the stream cannot go on.
+            // asyncio fails the transport the same way for a MemoryError in recv.
+            Err(e) => return fail(e, "Fatal read error on socket transport"),
+        };
+        let r = match ctx {
+            Some(c) => {
+                let run = HandleKinds::get(py)?.context_run.bind(py);
+                run.call1((c, dr.bind(py), arg))
+            }
+            None => dr.bind(py).call1((arg,)),
+        };
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) => fail(e, "Fatal error: protocol.data_received() call failed."),
+        }
+    }
+
+    /// A large-receive transport's turn: one receive (MSG_DONTWAIT) into a new
+    /// `bytes` of `BIG_BUFSIZE`, cut to what came and handed to `data_received` at
+    /// once, as uvloop reads each ready socket and calls back before the next (the
+    /// bytes are still in the cache). A full buffer may have left more: the
+    /// transport takes another turn at the next select, after the others ready now.
+    /// The kernel writes the object only during the syscall; no Python code can see
+    /// it before.
+    pub(super) fn receive_large(&self, py: Python<'_>, slot: u32, gen: u32) -> PyResult<()> {
+        let fd = {
+            let mut inner = self.lock();
+            let Some(c) = inner.conn(slot, gen) else {
+                return Ok(());
+            };
+            // Without its readiness poll armed (ended, or cancelled to move to the
+            // pool's multishot receive), the receive armed next reports the data:
+            // reading it here could race that receive.
+            if c.released || c.lost || c.recv_done || c.recv != Recv::On || !c.recv_big {
+                c.readable = false;
+                return Ok(());
+            }
+            if !c.reading || !c.backlog.is_empty() {
+                // `set_reading(True)` gives it its turn.
+                c.readable = true;
+                return Ok(());
+            }
+            c.readable = false;
+            c.fd
+        };
+        let Some(obj) = crate::net::pybytes::uninit_bytes(py, BIG_BUFSIZE) else {
+            return self.fail_receive(py, slot, gen, libc::ENOMEM);
+        };
+        // SAFETY: `obj` is a new bytes of BIG_BUFSIZE bytes that only this frame
+        // references; the kernel writes at most that many into it, during the call.
+        let n = unsafe {
+            let p = pyo3::ffi::PyBytes_AsString(obj.as_ptr());
+            libc::recv(fd, p.cast(), BIG_BUFSIZE, libc::MSG_DONTWAIT)
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO);
+            return match e {
+                libc::EAGAIN | libc::EINTR => Ok(()),
+                e => self.fail_receive(py, slot, gen, e),
+            };
+        }
+        if n == 0 {
+            self.end_receive(slot, gen);
+            return self.run(py, Action::Eof(slot, gen));
+        }
+        let n = n as usize;
+        {
+            let mut inner = self.lock();
+            let batch = inner.batch;
+            if let Some(c) = inner.conn(slot, gen) {
+                let regroup = note_received(c, n, batch);
+                if n == BIG_BUFSIZE || c.hup {
+                    // Another turn, after the transports readable now.
+                    c.readable = true;
+                    inner.ready_large.push_back((slot, gen));
+                }
+                if regroup {
+                    inner.mark(slot);
+                }
+            }
+        }
+        let Some(obj) = crate::net::pybytes::shrink(py, obj, n) else {
+            return self.fail_receive(py, slot, gen, libc::ENOMEM);
+        };
+        self.run(py, Action::Data(slot, gen, Payload::Obj(obj)))
+    }
+
+    /// The large-receive path is done with this transport (EOF or an error): its
+    /// readiness poll is cancelled by the next flush.
+    pub(super) fn end_receive(&self, slot: u32, gen: u32) {
+        let mut inner = self.lock();
+        if let Some(c) = inner.conn(slot, gen) {
+            c.recv_done = true;
+            c.readable = false;
+            inner.mark(slot);
+        }
+    }
+
+    pub(super) fn fail_receive(
+        &self,
+        py: Python<'_>,
+        slot: u32,
+        gen: u32,
+        errno: i32,
+    ) -> PyResult<()> {
+        self.end_receive(slot, gen);
+        self.run(py, Action::ReadErr(slot, gen, errno))
+    }
+
+    /// Delivers the backlogs of resumed transports (bytes, then EOF or error).
+    pub(super) fn deliver_resumed(&self, py: Python<'_>, resumed: Vec<u32>) -> PyResult<()> {
+        let mut it = resumed.into_iter();
+        while let Some(slot) = it.next() {
+            if let Err(e) = self.deliver_one(py, slot) {
+                // Interrupted: the others keep their backlog for the next select.
+                self.lock().resumed.extend(it);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn deliver_one(&self, py: Python<'_>, slot: u32) -> PyResult<()> {
+        {
+            let (gen, data, eof, err, readable) = {
+                let mut inner = self.lock();
+                let Some(Some(c)) = inner.conns.get_mut(slot as usize) else {
+                    return Ok(());
+                };
+                if !c.reading || c.released || c.lost {
+                    return Ok(());
+                }
+                (
+                    c.gen,
+                    std::mem::take(&mut c.backlog),
+                    std::mem::take(&mut c.pending_eof),
+                    c.pending_err.take(),
+                    c.readable,
+                )
+            };
+            if !data.is_empty() {
+                self.run(py, Action::Data(slot, gen, Payload::Raw(data)))?;
+            }
+            if eof {
+                self.run(py, Action::Eof(slot, gen))?;
+            } else if let Some(e) = err {
+                self.run(py, Action::ReadErr(slot, gen, e))?;
+            } else if readable {
+                self.receive_large(py, slot, gen)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,320 @@
+//! The native `_run_once`: asyncio's iteration (timers, select, ready handles)
+//! without going back to Python, and `Handle._run` for asyncio's own handles.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use crate::op::Completion;
+use crate::uring::py::Ring;
+
+use super::deliver::is_fatal;
+use super::LoopCore;
+
+impl LoopCore {
+    /// The body of `LoopCore.run_iterations` (see its documentation).
+    pub(super) fn run_iterations_impl<'py>(
+        slf: &Bound<'py, Self>,
+        py: Python<'py>,
+        event_loop: &Bound<'py, PyAny>,
+        selector: &Bound<'py, PyAny>,
+        ring: &Bound<'py, Ring>,
+        ready: &Bound<'py, PyAny>,
+        scheduled: &Bound<'py, PyList>,
+    ) -> PyResult<Option<Vec<Py<Completion>>>> {
+        let instance_dict = |o: &Bound<'py, PyAny>| -> PyResult<Bound<'py, PyDict>> {
+            Ok(o.getattr(intern!(py, "__dict__"))?.cast_into::<PyDict>()?)
+        };
+        let loop_dict = instance_dict(event_loop)?;
+        let selector_dict = instance_dict(selector)?;
+        let stopping_now = || -> PyResult<bool> {
+            loop_dict
+                .get_item(intern!(py, "_stopping"))?
+                .map_or(Ok(true), |v| v.is_truthy())
+        };
+        let mut stopping = stopping_now()?;
+        loop {
+            NATIVE_ITERATIONS.fetch_add(1, Ordering::Relaxed);
+            let done = Self::run_once(slf, event_loop, ring, ready, scheduled, stopping)?;
+            if done.is_some() || stopping {
+                return Ok(done);
+            }
+            stopping = stopping_now()?;
+            if stopping || !Self::native_iteration_ok(&loop_dict, &selector_dict, ring, scheduled)?
+            {
+                return Ok(None);
+            }
+            // Python's eval loop would run a signal's handler between two iterations.
+            py.check_signals()?;
+        }
+    }
+
+    /// The body of `LoopCore.select_timeout` (see its documentation).
+    pub(super) fn select_timeout_impl(
+        event_loop: &Bound<'_, PyAny>,
+        ready: &Bound<'_, PyAny>,
+        scheduled: &Bound<'_, PyList>,
+        stopping: bool,
+    ) -> PyResult<Option<f64>> {
+        let py = event_loop.py();
+        let heappop = heappop(py)?;
+        while !scheduled.is_empty() {
+            let head = scheduled.get_item(0)?;
+            if !head.getattr(intern!(py, "_cancelled"))?.is_truthy()? {
+                break;
+            }
+            let count = event_loop.getattr(intern!(py, "_timer_cancelled_count"))?;
+            event_loop.setattr(intern!(py, "_timer_cancelled_count"), count.sub(1)?)?;
+            let handle = heappop.call1((scheduled,))?;
+            handle.setattr(intern!(py, "_scheduled"), false)?;
+        }
+        Ok(if stopping || ready.len()? > 0 {
+            Some(0.0)
+        } else if !scheduled.is_empty() {
+            let when: f64 = scheduled
+                .get_item(0)?
+                .getattr(intern!(py, "_when"))?
+                .extract()?;
+            Some((when - crate::sys::monotonic()).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
+        } else {
+            None
+        })
+    }
+
+    /// The body of `LoopCore.run_ready` (see its documentation).
+    pub(super) fn run_ready_impl(
+        event_loop: &Bound<'_, PyAny>,
+        ready: &Bound<'_, PyAny>,
+        scheduled: &Bound<'_, PyList>,
+    ) -> PyResult<()> {
+        let py = event_loop.py();
+        if !scheduled.is_empty() {
+            let resolution: f64 = event_loop
+                .getattr(intern!(py, "_clock_resolution"))?
+                .extract()?;
+            let end_time = crate::sys::monotonic() + resolution;
+            let heappop = heappop(py)?;
+            while !scheduled.is_empty() {
+                let head = scheduled.get_item(0)?;
+                let when: f64 = head.getattr(intern!(py, "_when"))?.extract()?;
+                if when >= end_time {
+                    break;
+                }
+                let handle = heappop.call1((scheduled,))?;
+                handle.setattr(intern!(py, "_scheduled"), false)?;
+                ready.call_method1(intern!(py, "append"), (handle,))?;
+            }
+        }
+        let count = ready.len()?;
+        if count == 0 {
+            return Ok(());
+        }
+        let popleft = ready.getattr(intern!(py, "popleft"))?;
+        let kinds = HandleKinds::get(py)?;
+        for _ in 0..count {
+            let handle = popleft.call0()?;
+            if !handle.getattr(intern!(py, "_cancelled"))?.is_truthy()? {
+                kinds.run(&handle)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One iteration of the event loop, asyncio's `BaseEventLoop._run_once`, for
+    /// the common case that the selector has nothing of its own to arm, submit or
+    /// dispatch first (`run_iterations` and `EventLoop._run_once` check that, and
+    /// everything it does not do here: debug mode, a `time()` of its own, the
+    /// heap rebuild):
+    /// cancelled timers leave the head of `scheduled`, the step waits as asyncio's
+    /// would (not at all when `ready` has handles or the loop is stopping, else
+    /// until the first timer or forever), and the due timers and the handles ready
+    /// now run (`run_ready`). When the step left completions for the selector
+    /// (polls, `sock_*` ops), they are returned instead and the caller dispatches
+    /// them, then calls `run_ready`: asyncio runs I/O callbacks' handles after the
+    /// timers that are due. None when the whole iteration ran here.
+    pub(super) fn run_once(
+        slf: &Bound<'_, Self>,
+        event_loop: &Bound<'_, PyAny>,
+        ring: &Bound<'_, Ring>,
+        ready: &Bound<'_, PyAny>,
+        scheduled: &Bound<'_, PyList>,
+        stopping: bool,
+    ) -> PyResult<Option<Vec<Py<Completion>>>> {
+        let (this, py) = (slf.get(), slf.py());
+        let timeout = Self::select_timeout_impl(event_loop, ready, scheduled, stopping)?;
+        let block = timeout.is_none_or(|t| t > 0.0);
+        // Handles ready before the select run before what it receives (asyncio's
+        // order): the deliveries go in a handle queued behind them.
+        let defer = ready.len()? > 0;
+        let done = this.select_step(
+            py,
+            ring,
+            Vec::new(),
+            block,
+            timeout.filter(|_| block),
+            defer,
+        )?;
+        if defer && this.claim_deferred() {
+            event_loop.call_method1(
+                intern!(py, "call_soon"),
+                (slf.getattr(intern!(py, "run_deferred"))?,),
+            )?;
+        }
+        if !done.is_empty() {
+            return Ok(Some(done));
+        }
+        Self::run_ready_impl(event_loop, ready, scheduled)?;
+        Ok(None)
+    }
+
+    /// `EventLoop._run_once`'s conditions for `run_iterations` that a callback
+    /// can change: not in debug mode; the selector has nothing of its own to arm,
+    /// submit, cancel or dispatch, no file op waiting for CQ room, and still this
+    /// ring;
+    /// and asyncio would not rebuild the timer heap now (more than
+    /// `_MIN_SCHEDULED_TIMER_HANDLES` timers, over half of them cancelled).
+    pub(super) fn native_iteration_ok(
+        loop_dict: &Bound<'_, PyDict>,
+        selector_dict: &Bound<'_, PyDict>,
+        ring: &Bound<'_, Ring>,
+        scheduled: &Bound<'_, PyList>,
+    ) -> PyResult<bool> {
+        let py = loop_dict.py();
+        // The instances' own dicts, read directly: these are plain attributes of
+        // asyncio's loop and of RingSelector, and seven generic getattrs were a
+        // fifth of an idle iteration. A missing one ends the native iterations.
+        let set = |d: &Bound<'_, PyDict>, name: &Bound<'_, PyString>| {
+            d.get_item(name)?.map_or(Ok(true), |v| v.is_truthy())
+        };
+        if set(loop_dict, intern!(py, "_debug"))? {
+            return Ok(false);
+        }
+        // A `time` patched on the instance: timers are judged by it, in asyncio's
+        // `_run_once` (which `EventLoop._run_once` then takes).
+        if loop_dict.contains(intern!(py, "time"))? {
+            return Ok(false);
+        }
+        for name in [
+            intern!(py, "_queued"),
+            intern!(py, "_to_arm"),
+            intern!(py, "_backlog"),
+            intern!(py, "_cancel_later"),
+        ] {
+            if set(selector_dict, name)? {
+                return Ok(false);
+            }
+        }
+        // File proactors (`ringio.open` on this loop) stage their ops into the ring
+        // themselves and the core settles their futures; Python has work only for
+        // ops that waited for CQ room (`after_select`). Returning for every
+        // iteration while a proactor merely existed made every later iteration of
+        // the loop cost its Python path (sleep(0) 2.6-3.5 -> 4.5-5.0 µs).
+        if let Some(files) = selector_dict.get_item(intern!(py, "_files"))? {
+            for proactor in files.try_iter()? {
+                if proactor?.getattr(intern!(py, "_queue"))?.is_truthy()? {
+                    return Ok(false);
+                }
+            }
+        }
+        if !selector_dict
+            .get_item(intern!(py, "_ring"))?
+            .is_some_and(|r| r.is(ring))
+        {
+            return Ok(false);
+        }
+        let timers = scheduled.len();
+        if timers > MIN_SCHEDULED_TIMER_HANDLES {
+            let cancelled: f64 = loop_dict
+                .get_item(intern!(py, "_timer_cancelled_count"))?
+                .map_or(Ok(f64::INFINITY), |c| c.extract())?;
+            if cancelled / timers as f64 > MIN_CANCELLED_TIMER_HANDLES_FRACTION {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// What `Handle._run` needs, looked up once: asyncio's own handle classes (whose
+/// `_run` this does natively; a subclass's own `_run` is called instead),
+/// `Context.run`, and ringio's report of a callback's exception.
+pub(super) struct HandleKinds {
+    pub(super) handle: Py<PyAny>,
+    pub(super) timer_handle: Py<PyAny>,
+    pub(super) context_run: Py<PyAny>,
+    pub(super) report: Py<PyAny>,
+}
+
+pub(super) static HANDLE_KINDS: PyOnceLock<HandleKinds> = PyOnceLock::new();
+
+impl HandleKinds {
+    pub(super) fn get(py: Python<'_>) -> PyResult<&HandleKinds> {
+        HANDLE_KINDS.get_or_try_init(py, || {
+            let events = py.import("asyncio.events")?;
+            Ok(HandleKinds {
+                handle: events.getattr("Handle")?.unbind(),
+                timer_handle: events.getattr("TimerHandle")?.unbind(),
+                context_run: py
+                    .import("contextvars")?
+                    .getattr("Context")?
+                    .getattr("run")?
+                    .unbind(),
+                report: py
+                    .import("ringio.loop._loop")?
+                    .getattr("_report_callback_error")?
+                    .unbind(),
+            })
+        })
+    }
+
+    /// `handle._run()`: its callback runs in its context; SystemExit and
+    /// KeyboardInterrupt propagate, any other exception goes to the loop's
+    /// exception handler with asyncio's context (`_report_callback_error`). Done
+    /// here for asyncio's own classes, it costs a third of the Python method
+    /// (which unpacks the arguments into a call of `Context.run` inside a `try`).
+    pub(super) fn run(&self, handle: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = handle.py();
+        let kind = handle.get_type();
+        if !(kind.is(self.handle.bind(py)) || kind.is(self.timer_handle.bind(py))) {
+            return handle.call_method0(intern!(py, "_run")).map(drop);
+        }
+        let context = handle.getattr(intern!(py, "_context"))?;
+        let callback = handle.getattr(intern!(py, "_callback"))?;
+        let args = handle.getattr(intern!(py, "_args"))?;
+        let args = args.cast::<PyTuple>()?;
+        let mut call = Vec::with_capacity(args.len() + 2);
+        call.push(context);
+        call.push(callback);
+        call.extend(args.iter());
+        match self.context_run.bind(py).call1(PyTuple::new(py, call)?) {
+            Ok(_) => Ok(()),
+            Err(e) if is_fatal(py, &e) => Err(e),
+            Err(e) => self
+                .report
+                .bind(py)
+                .call1((handle, e.into_value(py)))
+                .map(drop),
+        }
+    }
+}
+
+/// Native loop iterations so far (all loops of the process).
+pub(super) static NATIVE_ITERATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// asyncio's thresholds for rebuilding the timer heap (`base_events`).
+pub(super) const MIN_SCHEDULED_TIMER_HANDLES: usize = 100;
+pub(super) const MIN_CANCELLED_TIMER_HANDLES_FRACTION: f64 = 0.5;
+
+/// asyncio's own cap on a select's wait (`base_events.MAXIMUM_SELECT_TIMEOUT`).
+pub(super) const MAXIMUM_SELECT_TIMEOUT: f64 = 24.0 * 3600.0;
+
+pub(super) static HEAPPOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+pub(super) fn heappop(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    HEAPPOP
+        .get_or_try_init(py, || Ok(py.import("heapq")?.getattr("heappop")?.unbind()))
+        .map(|f| f.bind(py))
+}

@@ -1,0 +1,150 @@
+//! `transport.write`: the native writer bound to one transport's slot.
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyWeakrefReference};
+use pyo3::{PyTraverseError, PyVisit};
+
+use crate::buffers::View;
+
+use super::transport::Chunk;
+use super::{LoopCore, COALESCE};
+
+/// `transport.write` of a ring transport: bound to one transport's slot.
+#[pyclass(module = "ringio._core", frozen)]
+pub struct TransportWriter {
+    pub(super) core: Py<LoopCore>,
+    pub(super) slot: u32,
+    pub(super) gen: u32,
+    /// A weak reference to the Python transport (a strong one would be a cycle the
+    /// GC cannot see through this native object).
+    pub(super) transport: Py<PyWeakrefReference>,
+}
+
+impl TransportWriter {
+    fn call_transport(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        if let Some(t) = self.transport.bind(py).upgrade() {
+            t.call_method0(name)?;
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl TransportWriter {
+    /// The writer holds the core (the transport holds the writer's bound
+    /// `write`): a cycle the GC must see through. Both fields are immutable, so
+    /// there is nothing to clear: the cycle is broken at the transport's
+    /// `__dict__` or at the core.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.core)?;
+        visit.call(&self.transport)
+    }
+
+    #[new]
+    fn new(
+        core: Py<LoopCore>,
+        slot: u32,
+        gen: u32,
+        transport: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        Ok(Self {
+            core,
+            slot,
+            gen,
+            transport: PyWeakrefReference::new(transport)?.unbind(),
+        })
+    }
+
+    /// Queues `data` for the next io_uring_enter (asyncio's Transport.write).
+    fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let bytes = data.cast::<PyBytes>().ok();
+        if bytes.is_none()
+            && !data.is_instance_of::<PyByteArray>()
+            && !data.is_instance_of::<PyMemoryView>()
+        {
+            // asyncio's socket transport's words, which changed in 3.14.
+            let what = if py.version_info() >= (3, 14) {
+                "a bytes, bytearray, or memoryview object"
+            } else {
+                "a bytes-like object"
+            };
+            return Err(PyTypeError::new_err(format!(
+                "data argument must be {what}, not '{}'",
+                data.get_type().name()?
+            )));
+        }
+        let core = self.core.get();
+        let mut inner = core.lock();
+        let Some(c) = inner.conn(self.slot, self.gen) else {
+            drop(inner);
+            return self.call_transport(py, "_ringio_write_lost");
+        };
+        if c.eof {
+            return Err(PyRuntimeError::new_err(
+                "Cannot call write() after write_eof()",
+            ));
+        }
+        if c.sendfile {
+            return Err(PyRuntimeError::new_err(
+                "unable to write; sendfile is in progress",
+            ));
+        }
+        let view;
+        let src: &[u8] = match &bytes {
+            Some(b) => b.as_bytes(),
+            None => {
+                view = View::readable(data)?;
+                // SAFETY: `view` is a C-contiguous export of len() bytes, held (so the
+                // exporter cannot resize or free it) until the copy below is done.
+                unsafe { std::slice::from_raw_parts(view.ptr(), view.len()) }
+            }
+        };
+        if src.is_empty() {
+            return Ok(());
+        }
+        if c.lost || c.released {
+            drop(inner);
+            return self.call_transport(py, "_ringio_write_lost");
+        }
+        let n = src.len();
+        // Chunks covered by an in-flight send must not change (the kernel reads them).
+        let tail_free = !c.send_inflight || c.queue.len() > c.iov.len();
+        match (&bytes, c.queue.back_mut()) {
+            (_, Some(Chunk::Owned(v))) if n < COALESCE && tail_free && v.len() + n <= 64 * 1024 => {
+                v.extend_from_slice(src)
+            }
+            (Some(b), _) if n >= COALESCE => c.queue.push_back(Chunk::Shared {
+                ptr: src.as_ptr(),
+                len: n,
+                _obj: Bound::<PyBytes>::clone(b).unbind(),
+            }),
+            _ => {
+                let mut v = c.spare.take().unwrap_or_default();
+                v.reserve(n.max(4096));
+                v.extend_from_slice(src);
+                c.queue.push_back(Chunk::Owned(v));
+            }
+        }
+        c.queued += n;
+        let mut failed = None;
+        if c.queued > c.high && !c.send_inflight {
+            // Over the high-water mark with nothing handed to the kernel yet: try
+            // to send now, as asyncio's write() does, so that the water marks
+            // judge what the socket could not take (and a writer that never
+            // yields still meets a dead connection's error).
+            failed = c.send_now();
+        }
+        let pause = failed.is_none() && c.queued > c.high && !c.proto_paused;
+        inner.mark(self.slot);
+        drop(inner);
+        if let Some(errno) = failed {
+            if let Some(t) = self.transport.bind(py).upgrade() {
+                t.call_method1("_ringio_write_error", (errno,))?;
+            }
+        } else if pause {
+            self.call_transport(py, "_maybe_pause_protocol")?;
+        }
+        Ok(())
+    }
+}
