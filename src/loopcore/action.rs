@@ -1,7 +1,5 @@
 //! What a CQE batch leaves to do for a transport (`Action`), the received bytes it
-//! carries (`Payload`), and the allocation of `bytes` objects for them.
-
-use std::sync::atomic::{AtomicU32, Ordering};
+//! carries (`Payload`), and the copy of provided buffers into `bytes`.
 
 use pyo3::exceptions::PyMemoryError;
 use pyo3::prelude::*;
@@ -9,6 +7,8 @@ use pyo3::types::PyBytes;
 
 use crate::net::bufring::BufRing;
 use crate::uring::py::Ring;
+
+use super::pybytes::receive_alloc_fails;
 
 pub(super) enum Payload {
     Raw(Vec<u8>),
@@ -20,43 +20,6 @@ pub(super) enum Payload {
     Segs(Vec<(u16, usize)>),
     /// A `bytes` the kernel received into directly (a large-receive turn).
     Obj(Py<PyBytes>),
-}
-
-/// How many of the next `bytes` objects for received data are not made, as though
-/// memory had run out (tests: `_core._fail_receive_allocations`). Out of memory is
-/// otherwise next to impossible to reach on purpose, and each of those paths must
-/// fail the transport rather than deliver a stream with a hole in it.
-pub(super) static RECEIVE_ALLOC_FAILURES: AtomicU32 = AtomicU32::new(0);
-
-/// Whether this allocation of received data is to fail (see
-/// [`RECEIVE_ALLOC_FAILURES`]); one relaxed load when no failure is pending.
-pub(crate) fn receive_alloc_fails() -> bool {
-    RECEIVE_ALLOC_FAILURES.load(Ordering::Relaxed) != 0
-        && RECEIVE_ALLOC_FAILURES
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
-}
-
-/// Makes the next `count` allocations of received data fail as though memory had
-/// run out (tests).
-#[pyfunction]
-pub(super) fn _fail_receive_allocations(count: u32) {
-    RECEIVE_ALLOC_FAILURES.store(count, Ordering::Relaxed);
-}
-
-/// A new `bytes` copy of `data`; a MemoryError, not a panic, when memory runs out.
-pub(super) fn new_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Py<PyBytes>> {
-    if receive_alloc_fails() {
-        return Err(PyMemoryError::new_err(()));
-    }
-    // SAFETY: `data` is valid for `data.len()` bytes; CPython copies them.
-    let raw =
-        unsafe { pyo3::ffi::PyBytes_FromStringAndSize(data.as_ptr().cast(), data.len() as isize) };
-    if raw.is_null() {
-        return Err(PyErr::fetch(py));
-    }
-    // SAFETY: `raw` is a new, owned, non-NULL reference to a bytes object.
-    Ok(unsafe { Bound::from_owned_ptr(py, raw).cast_into_unchecked() }.unbind())
 }
 
 /// A new `bytes` holding the provided buffers `segs`, which go back to the kernel.

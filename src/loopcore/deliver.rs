@@ -10,8 +10,9 @@ use pyo3::types::{PyString, PyTuple};
 use crate::buffers::View;
 use crate::uring::py::Ring;
 
-use super::action::{bytes_from_segs, new_bytes, with_bufring, Action, Payload};
+use super::action::{bytes_from_segs, with_bufring, Action, Payload};
 use super::iteration::HandleKinds;
+use super::pybytes::new_bytes;
 use super::transport::{note_received, Recv};
 use super::{Inner, LoopCore, BIG_BUFSIZE};
 
@@ -392,7 +393,7 @@ impl LoopCore {
             c.readable = false;
             c.fd
         };
-        let Some(obj) = crate::net::pybytes::uninit_bytes(py, BIG_BUFSIZE) else {
+        let Some(obj) = super::pybytes::uninit_bytes(py, BIG_BUFSIZE) else {
             return self.fail_receive(py, slot, gen, libc::ENOMEM);
         };
         // SAFETY: `obj` is a new bytes of BIG_BUFSIZE bytes that only this frame
@@ -430,7 +431,7 @@ impl LoopCore {
                 }
             }
         }
-        let Some(obj) = crate::net::pybytes::shrink(py, obj, n) else {
+        let Some(obj) = super::pybytes::shrink(py, obj, n) else {
             return self.fail_receive(py, slot, gen, libc::ENOMEM);
         };
         self.run(py, Action::Data(slot, gen, Payload::Obj(obj)))

@@ -28,6 +28,7 @@ mod action;
 mod deliver;
 mod flush;
 mod iteration;
+mod pybytes;
 mod select;
 mod transport;
 mod writer;
@@ -49,9 +50,9 @@ use crate::pydriver::{lock, try_lock};
 use crate::uring::py::Ring;
 use crate::uring::SIDE_BIT;
 
-pub(crate) use action::receive_alloc_fails;
-use action::{_fail_receive_allocations, with_bufring, Action};
+use action::{with_bufring, Action};
 use iteration::NATIVE_ITERATIONS;
+use pybytes::_fail_receive_allocations;
 use transport::{Conn, Recv};
 use writer::TransportWriter;
 

@@ -17,7 +17,6 @@ mod conn;
 mod lifecycle;
 mod ops;
 mod pump;
-pub(crate) mod pybytes;
 mod readahead;
 pub(crate) mod ring;
 mod view;
