@@ -89,6 +89,7 @@ impl LoopCore {
         event_loop: &Bound<'_, PyAny>,
         ready: &Bound<'_, PyAny>,
         scheduled: &Bound<'_, PyList>,
+        report_error: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let py = event_loop.py();
         if !scheduled.is_empty() {
@@ -117,7 +118,7 @@ impl LoopCore {
         for _ in 0..count {
             let handle = popleft.call0()?;
             if !handle.getattr(intern!(py, "_cancelled"))?.is_truthy()? {
-                kinds.run(&handle)?;
+                kinds.run(&handle, report_error)?;
             }
         }
         Ok(())
@@ -166,7 +167,7 @@ impl LoopCore {
         if !done.is_empty() {
             return Ok(Some(done));
         }
-        Self::run_ready_impl(event_loop, ready, scheduled)?;
+        Self::run_ready_impl(event_loop, ready, scheduled, this.report_error.bind(py))?;
         Ok(None)
     }
 
@@ -239,13 +240,12 @@ impl LoopCore {
 }
 
 /// What `Handle._run` needs, looked up once: asyncio's own handle classes (whose
-/// `_run` this does natively; a subclass's own `_run` is called instead),
-/// `Context.run`, and ringio's report of a callback's exception.
+/// `_run` this does natively; a subclass's own `_run` is called instead) and
+/// `Context.run`, from the public modules that define them.
 pub(super) struct HandleKinds {
     pub(super) handle: Py<PyAny>,
     pub(super) timer_handle: Py<PyAny>,
     pub(super) context_run: Py<PyAny>,
-    pub(super) report: Py<PyAny>,
 }
 
 pub(super) static HANDLE_KINDS: PyOnceLock<HandleKinds> = PyOnceLock::new();
@@ -262,20 +262,20 @@ impl HandleKinds {
                     .getattr("Context")?
                     .getattr("run")?
                     .unbind(),
-                report: py
-                    .import("ringio.loop._loop")?
-                    .getattr("_report_callback_error")?
-                    .unbind(),
             })
         })
     }
 
     /// `handle._run()`: its callback runs in its context; SystemExit and
     /// KeyboardInterrupt propagate, any other exception goes to the loop's
-    /// exception handler with asyncio's context (`_report_callback_error`). Done
+    /// exception handler with asyncio's context (`report_error(handle, exc)`). Done
     /// here for asyncio's own classes, it costs a third of the Python method
     /// (which unpacks the arguments into a call of `Context.run` inside a `try`).
-    pub(super) fn run(&self, handle: &Bound<'_, PyAny>) -> PyResult<()> {
+    pub(super) fn run(
+        &self,
+        handle: &Bound<'_, PyAny>,
+        report_error: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let py = handle.py();
         let kind = handle.get_type();
         if !(kind.is(self.handle.bind(py)) || kind.is(self.timer_handle.bind(py))) {
@@ -292,11 +292,7 @@ impl HandleKinds {
         match self.context_run.bind(py).call1(PyTuple::new(py, call)?) {
             Ok(_) => Ok(()),
             Err(e) if is_fatal(py, &e) => Err(e),
-            Err(e) => self
-                .report
-                .bind(py)
-                .call1((handle, e.into_value(py)))
-                .map(drop),
+            Err(e) => report_error.call1((handle, e.into_value(py))).map(drop),
         }
     }
 }

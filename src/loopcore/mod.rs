@@ -188,6 +188,13 @@ impl Inner {
 #[pyclass(module = "ringio._core", frozen)]
 pub struct LoopCore {
     inner: Mutex<Inner>,
+    /// What the select settles as a future (`isinstance`'s second argument): the
+    /// loop hands asyncio's `Future` and the lanes of `pread_many`
+    /// (`ringio._engines.many.Lane`, settled through the same methods).
+    future_types: Py<PyAny>,
+    /// `report_error(handle, exc)`: a handle's callback raised (the except branch
+    /// of asyncio's `Handle._run`, which `run_ready` does natively).
+    report_error: Py<PyAny>,
 }
 
 /// Whether `ring` was shut down: its engine waited for the final CQE of every op,
@@ -248,10 +255,15 @@ impl LoopCore {
 
 #[pymethods]
 impl LoopCore {
+    /// `future_types`: the types (a type or a tuple, as `isinstance` takes) of the
+    /// file ops' futures the select settles; `report_error(handle, exc)` reports
+    /// an exception out of a handle's callback.
     #[new]
-    fn new() -> Self {
+    fn new(future_types: Py<PyAny>, report_error: Py<PyAny>) -> Self {
         Self {
             inner: Mutex::new(Inner::default()),
+            future_types,
+            report_error,
         }
     }
 
@@ -274,6 +286,8 @@ impl LoopCore {
     /// make the GC free a live object): the core's objects merely look
     /// referenced from outside, and survive this collection.
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.future_types)?;
+        visit.call(&self.report_error)?;
         // Only tried: a collection can start inside one of the core's own
         // critical sections, in this same thread.
         let Some(inner) = try_lock(&self.inner) else {
@@ -419,14 +433,16 @@ impl LoopCore {
     /// loop's clock resolution) join `ready`, then the handles in `ready` at this
     /// point run, cancelled ones skipped; those they schedule wait for the next
     /// iteration. An exception out of a handle (`Handle._run` lets only
-    /// SystemExit and KeyboardInterrupt out) leaves the rest queued, as asyncio does.
+    /// SystemExit and KeyboardInterrupt out) leaves the rest queued, as asyncio does;
+    /// any other exception goes to `report_error(handle, exc)`.
     #[staticmethod]
     fn run_ready(
         event_loop: &Bound<'_, PyAny>,
         ready: &Bound<'_, PyAny>,
         scheduled: &Bound<'_, PyList>,
+        report_error: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        Self::run_ready_impl(event_loop, ready, scheduled)
+        Self::run_ready_impl(event_loop, ready, scheduled, report_error)
     }
 
     /// Registers a stream transport on `fd`; returns its (slot, generation). The

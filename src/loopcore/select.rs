@@ -5,8 +5,6 @@ use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::PyTuple;
 
 use crate::engine::Submitted;
 use crate::errors;
@@ -16,10 +14,6 @@ use crate::uring::py::Ring;
 use super::action::Action;
 use super::deliver::is_fatal;
 use super::{untoken, LoopCore, KIND_SEND, LARGE_TURNS};
-
-/// What the loop's select settles as a future: asyncio's, and the lanes of
-/// `pread_many` (`ringio._engines.many.Lane`, settled through the same methods).
-pub(super) static FUTURE_TYPES: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
 
 impl LoopCore {
     /// `select`'s body, with the ops already taken from Python.
@@ -182,12 +176,8 @@ impl LoopCore {
         };
         // File ops (`ringio._engines`' loop-ring proactor) carry an asyncio future:
         // settled here, as the eventfd proactor's resolve_futures() does elsewhere.
-        let future_types = FUTURE_TYPES.get_or_try_init(py, || -> PyResult<Py<PyTuple>> {
-            let future = py.import("asyncio")?.getattr("Future")?;
-            let lane = py.import("ringio._engines.many")?.getattr("Lane")?;
-            Ok(PyTuple::new(py, [future, lane])?.unbind())
-        })?;
-        results.extend(pydriver.finish_settling(py, &raw, Some(future_types.bind(py).as_any()))?);
+        let future_types = self.future_types.bind(py);
+        results.extend(pydriver.finish_settling(py, &raw, Some(future_types))?);
         // The transports' completions: actions under the lock, then the callbacks.
         let mut actions = early_actions.unwrap_or_default();
         {

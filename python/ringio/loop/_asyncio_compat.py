@@ -84,8 +84,19 @@ FlowControlMixin = transports._FlowControlMixin
 SendfileMode = constants._SendfileMode
 get_running_loop_or_none = events._get_running_loop
 
+
+def report_callback_error(handle: asyncio.Handle, exc: BaseException) -> None:
+    """The except branch of asyncio's ``Handle._run``, for ``LoopCore.run_ready``,
+    which runs asyncio's own handles natively."""
+    cb = format_callback_source(handle._callback, handle._args)
+    context = {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
+    if handle._source_traceback:
+        context["source_traceback"] = handle._source_traceback
+    handle._loop.call_exception_handler(context)
+
+
 # Attributes of asyncio's objects that ringio reads or writes directly: the loop's
-# ``call_soon`` fills Handles itself, and the native core (src/loopcore.rs) runs
+# ``call_soon`` fills Handles itself, and the native core (src/loopcore/) runs
 # asyncio's ready queue and timer heap. Each must exist on every supported version.
 HANDLE_SLOTS = ("_callback", "_args", "_cancelled", "_loop", "_source_traceback", "_repr")
 HANDLE_CONTEXT = "_context"  # a slot since 3.7

@@ -58,18 +58,9 @@ _new_handle = object.__new__
 _copy_context = contextvars.copy_context
 _RING_TRANSPORT = os.environ.get("RINGIO_LOOP_TRANSPORT", "ring") != "selector"
 _STREAM_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX)
+_report_callback_error = _compat.report_callback_error
 
 __all__ = ["EventLoop", "install", "new_event_loop", "run"]
-
-
-def _report_callback_error(handle: asyncio.Handle, exc: BaseException) -> None:
-    # The except branch of asyncio's Handle._run, for LoopCore.run_ready, which
-    # runs asyncio's own handles natively.
-    cb = _compat.format_callback_source(handle._callback, handle._args)
-    context = {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
-    if handle._source_traceback:
-        context["source_traceback"] = handle._source_traceback
-    handle._loop.call_exception_handler(context)
 
 
 class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
@@ -162,7 +153,7 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
                 if events:
                     self._process_events(events)
                 events = None
-                _LoopCore.run_ready(self, self._ready, scheduled)
+                _LoopCore.run_ready(self, self._ready, scheduled, _report_callback_error)
             if sel._files:
                 sel._after_select()
             return
@@ -173,7 +164,7 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         if event_list or sel._core.deferred:
             self._process_events(event_list)
         event_list = None  # breaks cycles when an exception occurs
-        _LoopCore.run_ready(self, self._ready, scheduled)
+        _LoopCore.run_ready(self, self._ready, scheduled, _report_callback_error)
 
     def _process_events(self, event_list: list[Any]) -> None:
         # The select deferred the transports' deliveries (handles were ready

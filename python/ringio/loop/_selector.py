@@ -20,6 +20,7 @@ coroutines resolve their futures.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import selectors
 import threading
@@ -27,6 +28,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import _core, uring
+from .._engines.many import Lane
+from . import _asyncio_compat
 
 EVENT_READ = selectors.EVENT_READ
 EVENT_WRITE = selectors.EVENT_WRITE
@@ -134,7 +137,9 @@ class RingSelector(selectors.BaseSelector):
         self._closed = False
         # The native half of the loop: stream transports on this ring, and
         # submit + wait + reap in one io_uring_enter per select().
-        self._core: Any = _core.LoopCore()
+        self._core: Any = _core.LoopCore(
+            (asyncio.Future, Lane), _asyncio_compat.report_callback_error
+        )
         # File ops on this ring (``ringio._proactor.LoopRingProactor``): gets the
         # completions of ops whose future the core did not settle, and stages ops
         # that waited for room after each select.
