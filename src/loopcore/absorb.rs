@@ -2,11 +2,11 @@
 //! code runs here), with the receive window's moving averages.
 
 use io_uring::cqueue;
-use pyo3::prelude::*;
 
 use crate::engine::RawCompletion;
 
 use super::action::{Action, Payload};
+use super::callbacks::Method;
 use super::transport::{note_received, Recv};
 use super::{
     untoken, Inner, LoopCore, BIG_BIT, BIG_ON, BUFSIZE, CACHE_BUDGET, KIND_RECV, MIN_WINDOW,
@@ -29,7 +29,6 @@ impl LoopCore {
     /// Turns side CQEs into actions (under the lock; no Python code runs here).
     pub(super) fn absorb(
         inner: &mut Inner,
-        py: Python<'_>,
         engine: &mut crate::uring::UringEngine,
         cqes: &[RawCompletion],
         actions: &mut Vec<Action>,
@@ -37,7 +36,7 @@ impl LoopCore {
         inner.batch += 1;
         let batch = inner.batch;
         let mut groups: Vec<Group> = Vec::new();
-        Self::absorb_cqes(inner, py, engine, cqes, actions, batch, &mut groups);
+        Self::absorb_cqes(inner, engine, cqes, actions, batch, &mut groups);
         let (bufs, bytes) = groups.iter().fold((0, 0), |(b, n), g| {
             (b + g.2.len(), n + g.2.iter().map(|s| s.1).sum::<usize>())
         });
@@ -66,7 +65,6 @@ impl LoopCore {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn absorb_cqes(
         inner: &mut Inner,
-        py: Python<'_>,
         engine: &mut crate::uring::UringEngine,
         cqes: &[RawCompletion],
         actions: &mut Vec<Action>,
@@ -136,7 +134,7 @@ impl LoopCore {
                     if live {
                         if !conn.reading || !conn.backlog.is_empty() {
                             conn.backlog.extend_from_slice(data);
-                        } else if conn.buffered.is_some() {
+                        } else if conn.buffered {
                             conn.data_batch = batch;
                             actions.push(Action::Data(slot, gen, Payload::Raw(data.to_vec())));
                         } else {
@@ -175,7 +173,7 @@ impl LoopCore {
                             }
                         }
                         libc::ECANCELED => {}
-                        libc::ENOBUFS if live && conn.buffered.is_none() && conn.filled => {
+                        libc::ENOBUFS if live && !conn.buffered && conn.filled => {
                             // The window ran dry while this transport filled whole
                             // buffers: its messages are large, but a starved
                             // receive's batches cannot show it (each gets a buffer
@@ -239,12 +237,8 @@ impl LoopCore {
                                 conn.queue.clear();
                                 conn.queued = 0;
                                 conn.head_off = 0;
-                                if let Some(t) = conn.transport.as_ref() {
-                                    actions.push(Action::Call(
-                                        t.clone_ref(py),
-                                        "_ringio_write_error",
-                                        e,
-                                    ));
+                                if let Some(cb) = &conn.callbacks {
+                                    actions.push(Action::Call(cb.clone(), Method::WriteError, e));
                                 }
                             }
                         }

@@ -1,6 +1,8 @@
 //! What a CQE batch leaves to do for a transport (`Action`), the received bytes it
 //! carries (`Payload`), and the copy of provided buffers into `bytes`.
 
+use std::sync::Arc;
+
 use pyo3::exceptions::PyMemoryError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -8,6 +10,7 @@ use pyo3::types::PyBytes;
 use crate::net::bufring::BufRing;
 use crate::uring::py::Ring;
 
+use super::callbacks::{Callbacks, Method};
 use super::pybytes::receive_alloc_fails;
 
 pub(super) enum Payload {
@@ -135,8 +138,8 @@ pub(super) enum Action {
     Readable(u32, u32),
     Eof(u32, u32),
     ReadErr(u32, u32, i32),
-    /// Python method of the transport to call: (transport, name, errno or -1).
-    Call(Py<PyAny>, &'static str, i32),
+    /// A helper method of the transport to call with an errno (a failed send).
+    Call(Arc<Callbacks>, Method, i32),
     /// A send completed: resume the protocol (if below the low-water mark), then
     /// act on an empty queue (close, write_eof, sendfile's empty waiter).
     SendDone(u32, u32),

@@ -2,47 +2,19 @@
 //! helpers in the transport's context, outside the lock; large-receive turns and
 //! resumed transports' backlogs.
 
-use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit};
-use pyo3::intern;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::PyTuple;
 
 use crate::buffers::View;
 use crate::uring::py::Ring;
 
 use super::action::{bytes_from_segs, with_bufring, Action, Payload};
+use super::callbacks::{Callbacks, Method, Receiver};
 use super::iteration::HandleKinds;
 use super::pybytes::new_bytes;
 use super::transport::{note_received, Recv};
 use super::{Inner, LoopCore, BIG_BUFSIZE};
-
-/// What a `Data` action calls: the transport, its context and its protocol's
-/// receiving callbacks.
-pub(super) struct Callbacks {
-    pub(super) tr: Py<PyAny>,
-    pub(super) ctx: Option<Py<PyAny>>,
-    pub(super) dr: Option<Py<PyAny>>,
-    pub(super) buffered: Option<(Py<PyAny>, Py<PyAny>)>,
-}
-
-/// `context.run(f, *args)`: `f` sees (and sets) the context's variables.
-pub(super) fn in_context<'py>(
-    py: Python<'py>,
-    context: &Bound<'py, PyAny>,
-    f: &Bound<'py, PyAny>,
-    args: Bound<'py, PyTuple>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let run = &HandleKinds::get(py)?.context_run;
-    let mut call = Vec::with_capacity(args.len() + 2);
-    call.push(context.clone());
-    call.push(f.clone());
-    call.extend(args.iter());
-    run.bind(py).call1(PyTuple::new(py, call)?)
-}
-
-pub(super) fn is_fatal(py: Python<'_>, e: &PyErr) -> bool {
-    e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
-}
 
 impl LoopCore {
     /// Runs one action; Err only for KeyboardInterrupt/SystemExit (or a failing
@@ -51,7 +23,7 @@ impl LoopCore {
         match action {
             Action::Readable(slot, gen) => self.receive_large(py, slot, gen),
             Action::Data(slot, gen, payload) => {
-                let (tr, ctx, dr, buffered, ring) = {
+                let (cb, ring) = {
                     let mut inner = self.lock();
                     let ring = inner.ring.as_ref().map(|r| r.clone_ref(py));
                     let Some(c) = inner.conn(slot, gen) else {
@@ -67,30 +39,16 @@ impl LoopCore {
                         payload.append_to(ring.as_ref(), py, &mut c.backlog);
                         return Ok(());
                     }
-                    (
-                        c.transport.as_ref().map(|t| t.clone_ref(py)),
-                        c.context.as_ref().map(|t| t.clone_ref(py)),
-                        c.data_received.as_ref().map(|t| t.clone_ref(py)),
-                        c.buffered
-                            .as_ref()
-                            .map(|(a, b)| (a.clone_ref(py), b.clone_ref(py))),
-                        ring,
-                    )
+                    (c.callbacks.clone(), ring)
                 };
-                let Some(tr) = tr else {
+                let Some(cb) = cb else {
                     payload.discard(ring.as_ref());
                     return Ok(());
                 };
-                let cb = Callbacks {
-                    tr,
-                    ctx,
-                    dr,
-                    buffered,
-                };
-                self.deliver(py, slot, gen, cb, payload, ring.as_ref())
+                self.deliver(py, slot, gen, &cb, payload, ring.as_ref())
             }
             Action::Eof(slot, gen) => {
-                let tr = {
+                let cb = {
                     let mut inner = self.lock();
                     let Some(c) = inner.conn(slot, gen) else {
                         return Ok(());
@@ -102,15 +60,15 @@ impl LoopCore {
                         c.pending_eof = true;
                         return Ok(());
                     }
-                    c.transport.as_ref().map(|t| t.clone_ref(py))
+                    c.callbacks.clone()
                 };
-                match tr {
-                    Some(t) => self.call(py, &t, "_ringio_eof", -1),
+                match cb {
+                    Some(cb) => cb.call(py, Method::Eof, None),
                     None => Ok(()),
                 }
             }
             Action::ReadErr(slot, gen, e) => {
-                let tr = {
+                let cb = {
                     let mut inner = self.lock();
                     let Some(c) = inner.conn(slot, gen) else {
                         return Ok(());
@@ -122,14 +80,14 @@ impl LoopCore {
                         c.pending_err = Some(e);
                         return Ok(());
                     }
-                    c.transport.as_ref().map(|t| t.clone_ref(py))
+                    c.callbacks.clone()
                 };
-                match tr {
-                    Some(t) => self.call(py, &t, "_ringio_read_error", e),
+                match cb {
+                    Some(cb) => cb.call(py, Method::ReadError, Some(e)),
                     None => Ok(()),
                 }
             }
-            Action::Call(t, name, arg) => self.call(py, &t, name, arg),
+            Action::Call(cb, method, arg) => cb.call(py, method, Some(arg)),
             Action::SendDone(slot, gen) => {
                 // Flow control is judged on what the kernel left queued: write()
                 // only queues (asyncio's write sends at once), so the water marks
@@ -139,20 +97,20 @@ impl LoopCore {
                     let Some(c) = inner.conn(slot, gen) else {
                         return Ok(());
                     };
-                    let name = if c.proto_paused && c.queued <= c.low {
+                    let method = if c.proto_paused && c.queued <= c.low {
                         c.proto_paused = false;
-                        Some("_maybe_resume_protocol")
+                        Some(Method::Resume)
                     } else if !c.proto_paused && c.queued > c.high {
-                        Some("_maybe_pause_protocol")
+                        Some(Method::Pause)
                     } else {
                         None
                     };
-                    name.zip(c.transport.as_ref().map(|t| t.clone_ref(py)))
+                    method.zip(c.callbacks.clone())
                 };
-                if let Some((name, t)) = flow {
-                    self.call(py, &t, name, -1)?;
+                if let Some((method, cb)) = flow {
+                    cb.call(py, method, None)?;
                 }
-                let (tr, what) = {
+                let (cb, what) = {
                     let mut inner = self.lock();
                     let Some(c) = inner.conn(slot, gen) else {
                         return Ok(());
@@ -162,7 +120,7 @@ impl LoopCore {
                     }
                     let what = if c.closing {
                         c.lost = true;
-                        Some("_ringio_drained")
+                        Some(Method::Drained)
                     } else {
                         if c.eof && !c.shut {
                             c.shut = true;
@@ -172,15 +130,15 @@ impl LoopCore {
                         }
                         if c.want_empty {
                             c.want_empty = false;
-                            Some("_ringio_empty")
+                            Some(Method::Empty)
                         } else {
                             None
                         }
                     };
-                    (c.transport.as_ref().map(|t| t.clone_ref(py)), what)
+                    (c.callbacks.clone(), what)
                 };
-                match (tr, what) {
-                    (Some(t), Some(name)) => self.call(py, &t, name, -1),
+                match (cb, what) {
+                    (Some(cb), Some(method)) => cb.call(py, method, None),
                     _ => Ok(()),
                 }
             }
@@ -208,133 +166,40 @@ impl LoopCore {
             || !(c.closing || (c.eof && !c.shut) || c.want_empty)
     }
 
-    /// Calls the transport's method `name` (with `arg` if >= 0) in the transport's
-    /// context (its `_context`): the method calls the protocol (`eof_received`,
-    /// `pause_writing`, ...) or schedules `connection_lost`, whose handle copies
-    /// the context current when it is made.
-    pub(super) fn call(&self, py: Python<'_>, t: &Py<PyAny>, name: &str, arg: i32) -> PyResult<()> {
-        let t = t.bind(py);
-        let ctx = t
-            .getattr(intern!(py, "_context"))
-            .ok()
-            .filter(|c| !c.is_none());
-        let r = (|| {
-            let method = t.getattr(name)?;
-            match (&ctx, arg >= 0) {
-                (Some(c), true) => in_context(py, c, &method, PyTuple::new(py, [arg])?),
-                (Some(c), false) => in_context(py, c, &method, PyTuple::empty(py)),
-                (None, true) => method.call1((arg,)),
-                (None, false) => method.call0(),
-            }
-        })();
-        match r {
-            Ok(_) => Ok(()),
-            Err(e) if is_fatal(py, &e) => Err(e),
-            Err(e) => {
-                // The transport's helpers do not raise; if one does, report it the way
-                // asyncio reports a failing callback rather than lose it.
-                let msg = format!("Fatal error in transport {name}()");
-                let fatal = t.getattr(intern!(py, "_fatal_error"))?;
-                match &ctx {
-                    Some(c) => {
-                        let args = PyTuple::new(
-                            py,
-                            [e.value(py).as_any(), PyString::new(py, &msg).as_any()],
-                        )?;
-                        in_context(py, c, &fatal, args).map(drop)
-                    }
-                    None => fatal.call1((e.value(py), msg)).map(drop),
-                }
-            }
-        }
-    }
-
     pub(super) fn deliver(
         &self,
         py: Python<'_>,
         slot: u32,
         gen: u32,
-        cb: Callbacks,
+        cb: &Callbacks,
         payload: Payload,
         ring: Option<&Py<Ring>>,
     ) -> PyResult<()> {
-        let Callbacks {
-            tr,
-            ctx,
-            dr,
-            buffered,
-        } = cb;
-        let ctx = ctx.as_ref().map(|c| c.bind(py));
         // The protocol's callbacks, and `_fatal_error` (which schedules
         // connection_lost), run in the transport's context.
-        let invoke = |f: &Bound<'_, PyAny>, args: Bound<'_, PyTuple>| -> PyResult<()> {
-            match ctx {
-                Some(c) => in_context(py, c, f, args).map(drop),
-                None => f.call1(args).map(drop),
+        let ctx = cb.context.as_ref().map(|c| c.bind(py));
+        let fail = |e: PyErr, msg: &str| cb.fatal_error(py, e, msg);
+        let dr = match &cb.receiver {
+            Receiver::Data(dr) => dr,
+            Receiver::Buffered {
+                get_buffer,
+                buffer_updated,
+            } => {
+                return self.deliver_buffered(
+                    py,
+                    slot,
+                    gen,
+                    cb,
+                    get_buffer,
+                    buffer_updated,
+                    payload,
+                    ring,
+                );
             }
-        };
-        let fail = |e: PyErr, msg: &str| -> PyResult<()> {
-            if is_fatal(py, &e) {
-                return Err(e);
+            Receiver::None => {
+                payload.discard(ring);
+                return Ok(());
             }
-            let fatal = tr.bind(py).getattr(intern!(py, "_fatal_error"))?;
-            let args = PyTuple::new(py, [e.value(py).as_any(), PyString::new(py, msg).as_any()])?;
-            invoke(&fatal, args)
-        };
-        if let Some((get_buffer, buffer_updated)) = buffered {
-            let data = payload.into_vec(ring, py);
-            let mut off = 0;
-            while off < data.len() {
-                let got = match ctx {
-                    Some(c) => {
-                        let run = HandleKinds::get(py)?.context_run.bind(py);
-                        run.call1((c, get_buffer.bind(py), -1))
-                    }
-                    None => get_buffer.bind(py).call1((-1,)),
-                };
-                let buf = match got {
-                    Ok(b) => b,
-                    Err(e) => return fail(e, "Fatal error: protocol.get_buffer() call failed."),
-                };
-                let view = match View::writable(&buf) {
-                    Ok(v) if !v.is_empty() => v,
-                    Ok(_) => {
-                        let e = PyRuntimeError::new_err("get_buffer() returned an empty buffer");
-                        return fail(e, "Fatal error: protocol.get_buffer() call failed.");
-                    }
-                    Err(e) => return fail(e, "Fatal error: protocol.get_buffer() call failed."),
-                };
-                let n = view.len().min(data.len() - off);
-                // SAFETY: `view` is a writable, C-contiguous export of at least `n`
-                // bytes, held until the copy is done; `data[off..off + n]` is in bounds.
-                unsafe { std::ptr::copy_nonoverlapping(data[off..].as_ptr(), view.ptr(), n) };
-                drop(view);
-                off += n;
-                if let Err(e) = invoke(buffer_updated.bind(py), PyTuple::new(py, [n])?) {
-                    return fail(e, "Fatal error: protocol.buffer_updated() call failed.");
-                }
-                if off < data.len() {
-                    // The callback may have paused reading or closed: keep the rest.
-                    let mut inner = self.lock();
-                    let Some(c) = inner.conn(slot, gen) else {
-                        return Ok(());
-                    };
-                    if c.released || c.lost {
-                        return Ok(());
-                    }
-                    if !c.reading {
-                        let mut rest = data[off..].to_vec();
-                        rest.extend_from_slice(&c.backlog);
-                        c.backlog = rest;
-                        return Ok(());
-                    }
-                }
-            }
-            return Ok(());
-        }
-        let Some(dr) = dr else {
-            payload.discard(ring);
-            return Ok(());
         };
         let made = match payload {
             Payload::Raw(v) => new_bytes(py, &v),
@@ -363,6 +228,74 @@ impl LoopCore {
             Ok(_) => Ok(()),
             Err(e) => fail(e, "Fatal error: protocol.data_received() call failed."),
         }
+    }
+
+    /// Delivers `payload` to a BufferedProtocol: copied into the buffers its
+    /// `get_buffer` lends, each followed by `buffer_updated`. What is left when a
+    /// callback pauses reading waits in the transport's backlog.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver_buffered(
+        &self,
+        py: Python<'_>,
+        slot: u32,
+        gen: u32,
+        cb: &Callbacks,
+        get_buffer: &Py<PyAny>,
+        buffer_updated: &Py<PyAny>,
+        payload: Payload,
+        ring: Option<&Py<Ring>>,
+    ) -> PyResult<()> {
+        let ctx = cb.context.as_ref().map(|c| c.bind(py));
+        let fail = |e: PyErr, msg: &str| cb.fatal_error(py, e, msg);
+        let data = payload.into_vec(ring, py);
+        let mut off = 0;
+        while off < data.len() {
+            let got = match ctx {
+                Some(c) => {
+                    let run = HandleKinds::get(py)?.context_run.bind(py);
+                    run.call1((c, get_buffer.bind(py), -1))
+                }
+                None => get_buffer.bind(py).call1((-1,)),
+            };
+            let buf = match got {
+                Ok(b) => b,
+                Err(e) => return fail(e, "Fatal error: protocol.get_buffer() call failed."),
+            };
+            let view = match View::writable(&buf) {
+                Ok(v) if !v.is_empty() => v,
+                Ok(_) => {
+                    let e = PyRuntimeError::new_err("get_buffer() returned an empty buffer");
+                    return fail(e, "Fatal error: protocol.get_buffer() call failed.");
+                }
+                Err(e) => return fail(e, "Fatal error: protocol.get_buffer() call failed."),
+            };
+            let n = view.len().min(data.len() - off);
+            // SAFETY: `view` is a writable, C-contiguous export of at least `n`
+            // bytes, held until the copy is done; `data[off..off + n]` is in bounds.
+            unsafe { std::ptr::copy_nonoverlapping(data[off..].as_ptr(), view.ptr(), n) };
+            drop(view);
+            off += n;
+            if let Err(e) = cb.invoke(py, buffer_updated.bind(py), PyTuple::new(py, [n])?) {
+                return fail(e, "Fatal error: protocol.buffer_updated() call failed.");
+            }
+            if off < data.len() {
+                // The callback may have paused reading or closed: keep the rest.
+                let mut inner = self.lock();
+                let Some(c) = inner.conn(slot, gen) else {
+                    return Ok(());
+                };
+                if c.released || c.lost {
+                    return Ok(());
+                }
+                if !c.reading {
+                    let mut rest = data[off..].to_vec();
+                    rest.extend_from_slice(&c.backlog);
+                    c.backlog = rest;
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A large-receive transport's turn: one receive (MSG_DONTWAIT) into a new

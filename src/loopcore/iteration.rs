@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use crate::op::Completion;
 use crate::uring::py::Ring;
 
-use super::deliver::is_fatal;
+use super::callbacks::is_fatal;
 use super::LoopCore;
 
 impl LoopCore {

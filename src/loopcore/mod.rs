@@ -25,6 +25,7 @@
 
 mod absorb;
 mod action;
+mod callbacks;
 mod deliver;
 mod flush;
 mod iteration;
@@ -36,7 +37,7 @@ mod writer;
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -51,6 +52,7 @@ use crate::uring::py::Ring;
 use crate::uring::SIDE_BIT;
 
 use action::{with_bufring, Action};
+use callbacks::Callbacks;
 use iteration::NATIVE_ITERATIONS;
 use pybytes::_fail_receive_allocations;
 use transport::{Conn, Recv};
@@ -297,13 +299,12 @@ impl LoopCore {
         for c in &inner.backlog {
             visit.call(c)?;
         }
+        // Each transport's callbacks once, through its state: the actions that
+        // share them (an interrupted batch's, the deferred ones) are not visited,
+        // which only makes those objects look referenced from outside.
         for c in inner.conns.iter().flatten() {
-            visit.call(&c.transport)?;
-            visit.call(&c.context)?;
-            visit.call(&c.data_received)?;
-            if let Some((get_buffer, buffer_updated)) = &c.buffered {
-                visit.call(get_buffer)?;
-                visit.call(buffer_updated)?;
+            if let Some(cb) = &c.callbacks {
+                cb.traverse(&visit)?;
             }
         }
         Ok(())
@@ -320,14 +321,9 @@ impl LoopCore {
             let Some(mut inner) = try_lock(&self.inner) else {
                 return; // see __traverse__: the other objects' clears break the cycle
             };
-            let mut refs: Vec<Py<PyAny>> = Vec::new();
+            let mut refs = Vec::new();
             for c in inner.conns.iter_mut().flatten() {
-                refs.extend(c.transport.take());
-                refs.extend(c.context.take());
-                refs.extend(c.data_received.take());
-                if let Some((a, b)) = c.buffered.take() {
-                    refs.extend([a, b]);
-                }
+                refs.extend(c.callbacks.take());
             }
             let deferred = std::mem::take(&mut inner.deferred);
             (refs, std::mem::take(&mut inner.backlog), deferred)
@@ -452,16 +448,17 @@ impl LoopCore {
     fn add(
         &self,
         fd: RawFd,
-        transport: Py<PyAny>,
+        transport: &Bound<'_, PyAny>,
         context: Option<Py<PyAny>>,
     ) -> PyResult<(u32, u32)> {
+        let callbacks = Callbacks::new(transport, context)?;
         let mut inner = self.lock();
         if inner.closed {
             return Err(PyRuntimeError::new_err("the loop core is closed"));
         }
         inner.next_gen = inner.next_gen.wrapping_add(1) & 0x3fff_ffff;
         let gen = inner.next_gen;
-        let conn = Conn::new(gen, fd, transport, context);
+        let conn = Conn::new(gen, fd, callbacks);
         let slot = match inner.free.pop() {
             Some(s) => {
                 inner.conns[s as usize] = Some(conn);
@@ -484,28 +481,23 @@ impl LoopCore {
         protocol: &Bound<'_, PyAny>,
         buffered: bool,
     ) -> PyResult<()> {
-        let (dr, bf) = if buffered {
-            (
-                None,
-                Some((
-                    protocol.getattr("get_buffer")?.unbind(),
-                    protocol.getattr("buffer_updated")?.unbind(),
-                )),
-            )
-        } else {
-            (Some(protocol.getattr("data_received")?.unbind()), None)
+        let current = self
+            .lock()
+            .conn(slot, gen)
+            .and_then(|c| c.callbacks.clone());
+        let Some(current) = current else {
+            return Ok(()); // released: nothing is delivered any more
         };
-        let _ = py;
+        let new = Arc::new(current.with_protocol(protocol, buffered)?);
         // The old callbacks are dropped after the lock is released: dropping the
         // last reference to a protocol may run its Python code, which may call
         // the transport (and so the core) again.
         let old = self.with_conn(slot, gen, |c| {
-            (
-                std::mem::replace(&mut c.data_received, dr),
-                std::mem::replace(&mut c.buffered, bf),
-            )
+            c.buffered = buffered;
+            c.callbacks.replace(new)
         });
-        drop(old);
+        drop((old, current));
+        let _ = py;
         Ok(())
     }
 
@@ -630,7 +622,7 @@ impl LoopCore {
     /// file references before the socket is closed. The slot itself is reused only
     /// after the last CQE.
     fn release(&self, py: Python<'_>, slot: u32, gen: u32) -> PyResult<()> {
-        let (transport, dr, bf, ctx, ring) = {
+        let (callbacks, ring) = {
             let mut inner = self.lock();
             let Some(c) = inner.conn(slot, gen) else {
                 return Ok(());
@@ -644,24 +636,13 @@ impl LoopCore {
             }
             c.queued = 0;
             c.backlog = Vec::new();
-            let taken = (
-                c.transport.take(),
-                c.data_received.take(),
-                c.buffered.take(),
-                c.context.take(),
-            );
+            let callbacks = c.callbacks.take();
             inner.mark(slot);
             inner.maybe_free(slot);
-            (
-                taken.0,
-                taken.1,
-                taken.2,
-                taken.3,
-                inner.ring.as_ref().map(|r| r.clone_ref(py)),
-            )
+            (callbacks, inner.ring.as_ref().map(|r| r.clone_ref(py)))
         };
         // Dropped without the lock: releasing them may run Python code.
-        drop((transport, dr, bf, ctx));
+        drop(callbacks);
         let Some(ring) = ring else { return Ok(()) };
         let pydriver = ring.get().inner();
         let mut inner = self.lock();

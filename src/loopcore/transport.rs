@@ -4,9 +4,12 @@
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use super::callbacks::Callbacks;
 use super::{BIG_OFF, BIG_ON, MAX_IOV};
 
 /// One queued write.
@@ -39,15 +42,14 @@ pub(super) enum Recv {
 pub(super) struct Conn {
     pub(super) gen: u32,
     pub(super) fd: RawFd,
-    /// The Python transport (`ringio.loop._transport.RingSocketTransport`): its
-    /// methods handle the rare paths (EOF, errors, close after drain, flow control).
-    pub(super) transport: Option<Py<PyAny>>,
-    /// The `contextvars.Context` the protocol's callbacks run in (copied when the
-    /// transport was made, as asyncio's reader handle and uvloop's transport do).
-    pub(super) context: Option<Py<PyAny>>,
-    pub(super) data_received: Option<Py<PyAny>>,
-    /// (get_buffer, buffer_updated) of a BufferedProtocol.
-    pub(super) buffered: Option<(Py<PyAny>, Py<PyAny>)>,
+    /// What the core calls for the Python transport
+    /// (`ringio.loop._transport.RingSocketTransport`): its protocol's receiving
+    /// callbacks, and its helper methods for the rare paths (EOF, errors, close
+    /// after drain, flow control). None once the transport is released.
+    pub(super) callbacks: Option<Arc<Callbacks>>,
+    /// The protocol is a BufferedProtocol: its receives stay on the pool's
+    /// multishot receive (its bytes are copied into the protocol's buffers).
+    pub(super) buffered: bool,
     pub(super) reading: bool,
     pub(super) recv: Recv,
     /// The kernel reported EOF or an error: the receive is never re-armed.
@@ -122,19 +124,12 @@ unsafe impl Send for Conn {}
 impl Conn {
     /// A new transport's state: not reading, nothing queued, asyncio's default
     /// water marks (64 KiB high, 16 KiB low).
-    pub(super) fn new(
-        gen: u32,
-        fd: RawFd,
-        transport: Py<PyAny>,
-        context: Option<Py<PyAny>>,
-    ) -> Self {
+    pub(super) fn new(gen: u32, fd: RawFd, callbacks: Callbacks) -> Self {
         Conn {
             gen,
             fd,
-            transport: Some(transport),
-            context,
-            data_received: None,
-            buffered: None,
+            callbacks: Some(Arc::new(callbacks)),
+            buffered: false,
             reading: false,
             recv: Recv::Off,
             recv_done: false,
@@ -279,7 +274,7 @@ pub(super) fn note_received(conn: &mut Conn, n: usize, batch: u64) -> bool {
                 .rx_avg
                 .map_or(conn.rx_acc, |a| (a * 3 + conn.rx_acc) / 4);
             conn.rx_avg = Some(avg);
-            let want = conn.buffered.is_none() && avg >= if conn.big { BIG_OFF } else { BIG_ON };
+            let want = !conn.buffered && avg >= if conn.big { BIG_OFF } else { BIG_ON };
             if want != conn.big {
                 conn.big = want;
                 changed = true;

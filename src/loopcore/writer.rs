@@ -7,6 +7,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use crate::buffers::View;
 
+use super::callbacks::WriterMethods;
 use super::transport::Chunk;
 use super::{LoopCore, COALESCE};
 
@@ -19,12 +20,17 @@ pub struct TransportWriter {
     /// A weak reference to the Python transport (a strong one would be a cycle the
     /// GC cannot see through this native object).
     pub(super) transport: Py<PyWeakrefReference>,
+    methods: WriterMethods,
 }
 
 impl TransportWriter {
-    fn call_transport(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+    /// `f(transport, *arg)`, unless the transport is gone.
+    fn call(&self, py: Python<'_>, f: &Py<PyAny>, arg: Option<i32>) -> PyResult<()> {
         if let Some(t) = self.transport.bind(py).upgrade() {
-            t.call_method0(name)?;
+            match arg {
+                Some(a) => f.bind(py).call1((t, a))?,
+                None => f.bind(py).call1((t,))?,
+            };
         }
         Ok(())
     }
@@ -33,12 +39,13 @@ impl TransportWriter {
 #[pymethods]
 impl TransportWriter {
     /// The writer holds the core (the transport holds the writer's bound
-    /// `write`): a cycle the GC must see through. Both fields are immutable, so
+    /// `write`): a cycle the GC must see through. Its fields are immutable, so
     /// there is nothing to clear: the cycle is broken at the transport's
     /// `__dict__` or at the core.
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.core)?;
-        visit.call(&self.transport)
+        visit.call(&self.transport)?;
+        self.methods.traverse(&visit)
     }
 
     #[new]
@@ -53,6 +60,7 @@ impl TransportWriter {
             slot,
             gen,
             transport: PyWeakrefReference::new(transport)?.unbind(),
+            methods: WriterMethods::of(&transport.get_type())?,
         })
     }
 
@@ -78,7 +86,7 @@ impl TransportWriter {
         let mut inner = core.lock();
         let Some(c) = inner.conn(self.slot, self.gen) else {
             drop(inner);
-            return self.call_transport(py, "_ringio_write_lost");
+            return self.call(py, &self.methods.write_lost, None);
         };
         if c.eof {
             return Err(PyRuntimeError::new_err(
@@ -105,7 +113,7 @@ impl TransportWriter {
         }
         if c.lost || c.released {
             drop(inner);
-            return self.call_transport(py, "_ringio_write_lost");
+            return self.call(py, &self.methods.write_lost, None);
         }
         let n = src.len();
         // Chunks covered by an in-flight send must not change (the kernel reads them).
@@ -139,11 +147,9 @@ impl TransportWriter {
         inner.mark(self.slot);
         drop(inner);
         if let Some(errno) = failed {
-            if let Some(t) = self.transport.bind(py).upgrade() {
-                t.call_method1("_ringio_write_error", (errno,))?;
-            }
+            self.call(py, &self.methods.write_error, Some(errno))?;
         } else if pause {
-            self.call_transport(py, "_maybe_pause_protocol")?;
+            self.call(py, &self.methods.pause, None)?;
         }
         Ok(())
     }
