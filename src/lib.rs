@@ -9,6 +9,7 @@
 
 pub mod aio;
 pub mod buffers;
+pub mod conn;
 pub mod engine;
 pub mod errors;
 pub mod fastpath;
