@@ -251,12 +251,20 @@ impl<K> SendQueue<K> {
         }
     }
 
-    /// Asks to cancel the send in flight: true the first time (the caller pushes
-    /// the cancel), false when there is none or it was asked already.
-    pub fn request_cancel(&mut self) -> bool {
-        let first = self.in_flight && !self.cancelling;
-        self.cancelling |= self.in_flight;
-        first
+    /// A send is in flight and no cancel of it was pushed yet.
+    pub fn cancel_due(&self) -> bool {
+        self.in_flight && !self.cancelling
+    }
+
+    /// A cancel of the send in flight was pushed.
+    pub fn cancel_pushed(&mut self) {
+        self.cancelling = self.in_flight;
+    }
+
+    /// The SQE of the send [`start_send`](Self::start_send) returned could not
+    /// be pushed: nothing is in flight, the queue is as it was.
+    pub fn start_failed(&mut self) {
+        self.in_flight = false;
     }
 
     /// Drops every queued byte (a write error, or the stream is gone).
@@ -522,16 +530,29 @@ mod tests {
     }
 
     #[test]
-    fn cancel_is_asked_once_per_send() {
+    fn cancel_is_due_once_per_send() {
         let mut q = Queue::new();
-        assert!(!q.request_cancel(), "nothing in flight");
+        assert!(!q.cancel_due(), "nothing in flight");
         q.write_copy(b"x");
         q.start_send().unwrap();
-        assert!(q.request_cancel());
-        assert!(!q.request_cancel());
+        assert!(q.cancel_due());
+        q.cancel_pushed();
+        assert!(!q.cancel_due());
         q.finish_send(-libc::ECANCELED);
+        assert!(!q.cancel_due());
         q.start_send().unwrap();
-        assert!(q.request_cancel(), "a new send can be cancelled again");
+        assert!(q.cancel_due(), "a new send can be cancelled again");
+    }
+
+    #[test]
+    fn a_send_whose_sqe_was_not_pushed_starts_again() {
+        let mut q = Queue::new();
+        q.write_copy(b"abc");
+        let first = covered(q.start_send().unwrap());
+        q.start_failed();
+        assert!(!q.in_flight());
+        assert_eq!(q.queued(), 3);
+        assert_eq!(covered(q.start_send().unwrap()), first);
     }
 
     #[test]

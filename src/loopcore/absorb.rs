@@ -3,14 +3,12 @@
 
 use io_uring::cqueue;
 
+use crate::conn::send::SendEnd;
 use crate::engine::RawCompletion;
 
 use super::action::{Action, Payload};
 use super::callbacks::Method;
-use super::transport::{note_received, Recv};
-use super::{
-    untoken, Inner, LoopCore, BIG_BIT, BIG_ON, BUFSIZE, CACHE_BUDGET, KIND_RECV, MIN_WINDOW,
-};
+use super::{untoken, Inner, LoopCore, BIG_BIT, BUFSIZE, CACHE_BUDGET, KIND_RECV, MIN_WINDOW};
 
 /// One transport's receives in a CQE batch: (slot, index of its Data action, the
 /// (buffer id, length) of each receive, in order).
@@ -86,9 +84,9 @@ impl LoopCore {
             if big {
                 // The readiness poll of a large-receive transport.
                 if !c.more {
-                    conn.recv = Recv::Off;
+                    conn.recv_finished();
                 }
-                let live = !conn.released && !conn.lost && !conn.recv_done;
+                let live = conn.receiving();
                 if res > 0 && live {
                     if res & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) as i32 != 0 {
                         conn.hup = true;
@@ -109,12 +107,12 @@ impl LoopCore {
             }
             if kind == KIND_RECV {
                 if !c.more {
-                    conn.recv = Recv::Off;
+                    conn.recv_finished();
                 }
-                let live = !conn.released && !conn.lost;
+                let live = conn.life.is_live();
                 let mut remark = false;
                 if res > 0 && live {
-                    remark = note_received(conn, res as usize, batch);
+                    remark = conn.size.note(res as usize, batch, conn.buffered);
                 }
                 if res > 0 {
                     let br = engine
@@ -184,8 +182,7 @@ impl LoopCore {
                             // before any data as well, to let their first receives
                             // there decide, left up to a tenth of 1,000 new 1 KiB
                             // streams connections unanswered for a second.)
-                            conn.big = true;
-                            conn.rx_avg = Some(conn.rx_avg.map_or(BIG_ON, |a| a.max(BIG_ON)));
+                            conn.size.force_large();
                         }
                         libc::ENOBUFS => {
                             // The provided window ran dry: widen it (up to its cap)
@@ -218,39 +215,26 @@ impl LoopCore {
                     inner.mark(slot);
                 }
             } else {
-                conn.send_inflight = false;
-                if res >= 0 {
-                    // res never exceeds the in-flight iovecs, which cover the head.
-                    conn.advance(res as usize);
-                    if !conn.released && !conn.lost {
-                        // Decided when the action runs: the resume_writing callback
-                        // may queue more (asyncio's _write_ready order).
-                        actions.push(Action::SendDone(slot, gen));
-                    }
-                } else {
-                    match -res {
-                        libc::EAGAIN | libc::EINTR => {}
-                        libc::ECANCELED if conn.lost || conn.released => {}
-                        e => {
-                            if !conn.released && !conn.lost {
-                                // Dropped with the queue, as asyncio clears its buffer.
-                                conn.queue.clear();
-                                conn.queued = 0;
-                                conn.head_off = 0;
-                                if let Some(cb) = &conn.callbacks {
-                                    actions.push(Action::Call(cb.clone(), Method::WriteError, e));
-                                }
+                let live = conn.life.is_live();
+                match conn.send.finish_send(res) {
+                    // Decided when the action runs: the resume_writing callback
+                    // may queue more (asyncio's _write_ready order).
+                    SendEnd::Sent(_) if live => actions.push(Action::SendDone(slot, gen)),
+                    SendEnd::Sent(_) | SendEnd::Retry => {}
+                    SendEnd::Failed(libc::ECANCELED) if !live => {}
+                    SendEnd::Failed(e) => {
+                        if live {
+                            // Dropped with the queue, as asyncio clears its buffer.
+                            conn.send.clear();
+                            if let Some(cb) = &conn.callbacks {
+                                actions.push(Action::Call(cb.clone(), Method::WriteError, e));
                             }
                         }
                     }
                 }
-                if conn.released || conn.lost {
+                if !live {
                     // Nothing more to send: release the chunks the kernel no longer reads.
-                    if !conn.send_inflight {
-                        conn.queue.clear();
-                        conn.queued = 0;
-                        conn.head_off = 0;
-                    }
+                    conn.send.clear();
                 }
                 inner.mark(slot);
             }

@@ -7,13 +7,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use crate::buffers::View;
+use crate::conn::recv::Arm;
 use crate::uring::py::Ring;
 
 use super::action::{bytes_from_segs, with_bufring, Action, Payload};
 use super::callbacks::{Callbacks, Method, Receiver};
 use super::iteration::HandleKinds;
 use super::pybytes::new_bytes;
-use super::transport::{note_received, Recv};
 use super::{Inner, LoopCore, BIG_BUFSIZE};
 
 impl LoopCore {
@@ -30,7 +30,7 @@ impl LoopCore {
                         payload.discard(ring.as_ref());
                         return Ok(());
                     };
-                    if c.released || c.lost {
+                    if !c.life.is_live() {
                         payload.discard(ring.as_ref());
                         return Ok(());
                     }
@@ -53,7 +53,7 @@ impl LoopCore {
                     let Some(c) = inner.conn(slot, gen) else {
                         return Ok(());
                     };
-                    if c.released || c.lost {
+                    if !c.life.is_live() {
                         return Ok(());
                     }
                     if !c.reading || !c.backlog.is_empty() {
@@ -73,7 +73,7 @@ impl LoopCore {
                     let Some(c) = inner.conn(slot, gen) else {
                         return Ok(());
                     };
-                    if c.released || c.lost {
+                    if !c.life.is_live() {
                         return Ok(());
                     }
                     if !c.reading || !c.backlog.is_empty() {
@@ -97,10 +97,10 @@ impl LoopCore {
                     let Some(c) = inner.conn(slot, gen) else {
                         return Ok(());
                     };
-                    let method = if c.proto_paused && c.queued <= c.low {
+                    let method = if c.proto_paused && c.send.queued() <= c.low {
                         c.proto_paused = false;
                         Some(Method::Resume)
-                    } else if !c.proto_paused && c.queued > c.high {
+                    } else if !c.proto_paused && c.send.queued() > c.high {
                         Some(Method::Pause)
                     } else {
                         None
@@ -115,11 +115,10 @@ impl LoopCore {
                     let Some(c) = inner.conn(slot, gen) else {
                         return Ok(());
                     };
-                    if c.released || c.lost || !c.queue.is_empty() || c.send_inflight {
+                    if !c.life.is_live() || !c.send.is_idle() {
                         return Ok(());
                     }
-                    let what = if c.closing {
-                        c.lost = true;
+                    let what = if c.life.drained() {
                         Some(Method::Drained)
                     } else {
                         if c.eof && !c.shut {
@@ -155,15 +154,14 @@ impl LoopCore {
         let Some(c) = inner.conn(*slot, *gen) else {
             return true;
         };
-        let flow = (c.proto_paused && c.queued <= c.low) || (!c.proto_paused && c.queued > c.high);
+        let queued = c.send.queued();
+        let flow = (c.proto_paused && queued <= c.low) || (!c.proto_paused && queued > c.high);
         if flow {
             return false;
         }
-        c.released
-            || c.lost
-            || !c.queue.is_empty()
-            || c.send_inflight
-            || !(c.closing || (c.eof && !c.shut) || c.want_empty)
+        !c.life.is_live()
+            || !c.send.is_idle()
+            || !(c.life.is_closing() || (c.eof && !c.shut) || c.want_empty)
     }
 
     pub(super) fn deliver(
@@ -284,7 +282,7 @@ impl LoopCore {
                 let Some(c) = inner.conn(slot, gen) else {
                     return Ok(());
                 };
-                if c.released || c.lost {
+                if !c.life.is_live() {
                     return Ok(());
                 }
                 if !c.reading {
@@ -314,7 +312,7 @@ impl LoopCore {
             // Without its readiness poll armed (ended, or cancelled to move to the
             // pool's multishot receive), the receive armed next reports the data:
             // reading it here could race that receive.
-            if c.released || c.lost || c.recv_done || c.recv != Recv::On || !c.recv_big {
+            if !c.receiving() || c.recv != Arm::On || !c.recv_big {
                 c.readable = false;
                 return Ok(());
             }
@@ -353,7 +351,7 @@ impl LoopCore {
             let mut inner = self.lock();
             let batch = inner.batch;
             if let Some(c) = inner.conn(slot, gen) {
-                let regroup = note_received(c, n, batch);
+                let regroup = c.size.note(n, batch, c.buffered);
                 if n == BIG_BUFSIZE || c.hup {
                     // Another turn, after the transports readable now.
                     c.readable = true;
@@ -412,7 +410,7 @@ impl LoopCore {
                 let Some(Some(c)) = inner.conns.get_mut(slot as usize) else {
                     return Ok(());
                 };
-                if !c.reading || c.released || c.lost {
+                if !c.reading || !c.life.is_live() {
                     return Ok(());
                 }
                 (

@@ -7,10 +7,10 @@ use pyo3::prelude::*;
 use crate::uring::py::Ring;
 use crate::uring::INTERNAL_TOKEN;
 
-use super::transport::Recv;
-use super::{
-    recv_token, token, Inner, LoopCore, BGID, BUFSIZE, KIND_SEND, MAX_IOV, MAX_SEND, NBUFS,
-};
+use crate::conn::recv::{rearm_budget, step, Step};
+use crate::conn::send::SendOp;
+
+use super::{recv_token, token, Inner, LoopCore, BGID, BUFSIZE, KIND_SEND, NBUFS};
 
 impl LoopCore {
     /// Binds the core to `ring` (the selector makes a new ring when the loop moves
@@ -33,17 +33,8 @@ impl LoopCore {
         let mut slots = Vec::new();
         for (slot, c) in inner.conns.iter_mut().enumerate() {
             let Some(c) = c else { continue };
-            c.recv = Recv::Off;
-            if c.send_inflight {
-                c.send_inflight = false;
-                for _ in 0..c.iov.len() {
-                    if let Some(ch) = c.queue.pop_front() {
-                        std::mem::forget(ch);
-                    }
-                }
-                c.head_off = 0;
-                c.queued = c.queue.iter().map(|ch| ch.slice().1).sum();
-            }
+            c.recv.forget();
+            c.send.forget_in_flight();
             slots.push(slot as u32);
         }
         for s in slots {
@@ -68,90 +59,72 @@ impl LoopCore {
             c.dirty = false;
             let gen = c.gen;
             let fd = types::Fd(c.fd);
-            let stop = c.released || c.lost;
-            if c.reading && !stop && c.recv == Recv::Off && !c.recv_done && !c.starved {
-                let sqe = if c.big {
-                    // Large receives: readiness, then a receive straight into a new
-                    // `bytes` per turn, transports served in the order their data
-                    // came (see `receive_large`).
-                    opcode::PollAdd::new(fd, (libc::POLLIN | libc::POLLRDHUP) as u32)
-                        .multi(true)
+            let stop = !c.life.is_live();
+            let wanted = (c.reading && !stop && !c.recv_done).then_some(c.size.large());
+            match step(c.recv, c.recv_big, wanted, !c.starved) {
+                Step::Arm(big) => {
+                    let sqe = if big {
+                        // Large receives: readiness, then a receive straight into a
+                        // new `bytes` per turn, transports served in the order their
+                        // data came (see `receive_large`).
+                        opcode::PollAdd::new(fd, (libc::POLLIN | libc::POLLRDHUP) as u32)
+                            .multi(true)
+                            .build()
+                            .user_data(recv_token(slot, gen, true))
+                    } else {
+                        if let Err(e) = engine.ensure_bufring(NBUFS, BUFSIZE, BGID) {
+                            result = Err(e);
+                            continue;
+                        }
+                        opcode::RecvMulti::new(fd, BGID)
+                            .build()
+                            .user_data(recv_token(slot, gen, false))
+                    };
+                    engine.push_side(sqe, true)?;
+                    let armed = c.recv.arm();
+                    debug_assert!(armed.is_ok(), "{armed:?}");
+                    c.recv_big = big;
+                }
+                Step::Cancel => {
+                    // Stopped, or moving to the other buffer group: the final CQE
+                    // re-arms (see `absorb_cqes`).
+                    let sqe = opcode::AsyncCancel::new(recv_token(slot, gen, c.recv_big))
                         .build()
-                        .user_data(recv_token(slot, gen, true))
-                } else {
-                    if let Err(e) = engine.ensure_bufring(NBUFS, BUFSIZE, BGID) {
-                        result = Err(e);
-                        continue;
-                    }
-                    opcode::RecvMulti::new(fd, BGID)
-                        .build()
-                        .user_data(recv_token(slot, gen, false))
-                };
-                engine.push_side(sqe, true)?;
-                c.recv = Recv::On;
-                c.recv_big = c.big;
-            } else if (stop || !c.reading || c.big != c.recv_big || c.recv_done)
-                && c.recv == Recv::On
-            {
-                // Stopped, or moving to the other buffer group: the final CQE
-                // re-arms (see `absorb_cqes`).
-                let sqe = opcode::AsyncCancel::new(recv_token(slot, gen, c.recv_big))
-                    .build()
-                    .user_data(INTERNAL_TOKEN);
-                engine.push_side(sqe, false)?;
-                c.recv = Recv::Cancelling;
+                        .user_data(INTERNAL_TOKEN);
+                    engine.push_side(sqe, false)?;
+                    let cancelled = c.recv.cancel();
+                    debug_assert!(cancelled.is_ok(), "{cancelled:?}");
+                }
+                Step::Nothing => {}
             }
-            if c.send_inflight {
-                if stop && !c.send_cancelled {
+            if c.send.in_flight() {
+                if stop && c.send.cancel_due() {
                     // Aborted: a send the peer never makes room for would pin the
                     // socket open forever.
                     let sqe = opcode::AsyncCancel::new(token(slot, gen, KIND_SEND))
                         .build()
                         .user_data(INTERNAL_TOKEN);
                     engine.push_side(sqe, false)?;
-                    c.send_cancelled = true;
+                    c.send.cancel_pushed();
                 }
-            } else if !c.queue.is_empty() && !c.released {
-                c.iov.clear();
-                let mut total = 0usize;
-                for (i, ch) in c.queue.iter().enumerate() {
-                    let (mut p, mut n) = ch.slice();
-                    if i == 0 {
-                        // SAFETY: head_off < the head chunk's length (a fully sent
-                        // chunk is popped), so the pointer stays inside the chunk.
-                        p = unsafe { p.add(c.head_off) };
-                        n -= c.head_off;
-                    }
-                    c.iov.push(libc::iovec {
-                        iov_base: p as *mut libc::c_void,
-                        iov_len: n,
-                    });
-                    total += n;
-                    if c.iov.len() >= MAX_IOV || total >= MAX_SEND / 2 {
-                        break;
-                    }
-                }
+            } else if c.life.is_released() {
+                // Nothing more is sent; the queue went with the release.
+            } else if let Some(op) = c.send.start_send() {
                 let ud = token(slot, gen, KIND_SEND);
-                let sqe = if c.iov.len() == 1 {
-                    let v = c.iov[0];
-                    opcode::Send::new(fd, v.iov_base as *const u8, v.iov_len.min(MAX_SEND) as u32)
+                let sqe = match op {
+                    SendOp::One { ptr, len } => opcode::Send::new(fd, ptr, len)
                         .flags(libc::MSG_NOSIGNAL)
                         .build()
-                        .user_data(ud)
-                } else {
-                    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
-                    *c.msg = unsafe { std::mem::zeroed() };
-                    c.msg.msg_iov = c.iov.as_mut_ptr();
-                    // usize on glibc, c_int on musl.
-                    c.msg.msg_iovlen = c.iov.len() as _;
-                    opcode::SendMsg::new(fd, &*c.msg as *const libc::msghdr)
+                        .user_data(ud),
+                    SendOp::Msg(msg) => opcode::SendMsg::new(fd, msg)
                         .flags(libc::MSG_NOSIGNAL as u32)
                         .build()
-                        .user_data(ud)
+                        .user_data(ud),
                 };
-                engine.push_side(sqe, true)?;
-                c.send_inflight = true;
-                c.send_cancelled = false;
+                if let Err(e) = engine.push_side(sqe, true) {
+                    c.send.start_failed();
+                    return Err(e);
+                }
             }
         }
         result
@@ -165,8 +138,7 @@ impl LoopCore {
             return;
         }
         let available = engine.bufring.as_ref().map_or(0, |br| br.available);
-        let per = inner.bufs_avg.div_ceil(16).max(1);
-        let mut budget = (available / per).max(1);
+        let mut budget = rearm_budget(available, inner.bufs_avg);
         while budget > 0 {
             let Some((slot, gen)) = inner.starved.pop_front() else {
                 break;
@@ -178,7 +150,7 @@ impl LoopCore {
                 continue;
             }
             c.starved = false;
-            if c.reading && !c.released && !c.lost {
+            if c.reading && c.life.is_live() {
                 budget -= 1;
             }
             inner.mark(slot);

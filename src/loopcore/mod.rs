@@ -44,6 +44,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyModule};
 use pyo3::{PyTraverseError, PyVisit};
 
+use crate::conn::recv::Arm;
 use crate::engine::RawCompletion;
 use crate::errors;
 use crate::op::{Completion, Op};
@@ -55,7 +56,7 @@ use action::{with_bufring, Action};
 use callbacks::Callbacks;
 use iteration::NATIVE_ITERATIONS;
 use pybytes::_fail_receive_allocations;
-use transport::{Conn, Recv};
+use transport::Conn;
 use writer::TransportWriter;
 
 const KIND_RECV: u64 = 0;
@@ -76,11 +77,6 @@ const BIG_BUFSIZE: usize = 128 * 1024 - 256;
 /// unbounded turn (every readable transport) left 1,000 x 100 KiB in buffers
 /// between two iterations.
 const LARGE_TURNS: usize = CACHE_BUDGET / BIG_BUFSIZE;
-/// A transport moves to the large-receive path (readiness, then a receive into a
-/// new `bytes`) when it receives at least this many bytes per batch (moving
-/// average), and back to the pool's multishot receive below `BIG_OFF`.
-const BIG_ON: usize = 48 * 1024;
-const BIG_OFF: usize = 16 * 1024;
 /// Up to 1024 x 16 KiB (16 MiB, mapped with MAP_NORESERVE). The buffer ring provides
 /// a small window of the most recently returned buffers (cache-warm), doubled each
 /// time the kernel runs out (ENOBUFS ends the multishot receive); a buffer goes back
@@ -99,11 +95,6 @@ const BUFSIZE: usize = 16 * 1024;
 const CACHE_BUDGET: usize = 512 * 1024;
 /// The window never shrinks below this many buffers.
 const MIN_WINDOW: usize = 32;
-/// Writes smaller than this are copied into the queue's tail chunk (one iovec for
-/// many small writes); larger `bytes` are sent from the object itself.
-const COALESCE: usize = 2048;
-const MAX_IOV: usize = 64;
-const MAX_SEND: usize = 0x7fff_f000;
 
 fn token(slot: u32, gen: u32, kind: u64) -> u64 {
     // Bits 32..62 the generation (bit 62 always clear, so never INTERNAL_TOKEN),
@@ -177,7 +168,7 @@ impl Inner {
     }
 
     fn maybe_free(&mut self, slot: u32) {
-        let free = matches!(self.conns.get(slot as usize), Some(Some(c)) if c.released && c.idle());
+        let free = matches!(self.conns.get(slot as usize), Some(Some(c)) if c.life.is_released() && c.idle());
         if free {
             self.conns[slot as usize] = None;
             self.free.push(slot);
@@ -522,7 +513,7 @@ impl LoopCore {
     fn set_sendfile(&self, slot: u32, gen: u32, on: bool) -> bool {
         self.with_conn(slot, gen, |c| {
             c.sendfile = on;
-            let empty = c.queue.is_empty() && !c.send_inflight;
+            let empty = c.send.is_idle();
             c.want_empty = on && !empty;
             empty
         })
@@ -546,7 +537,7 @@ impl LoopCore {
     }
 
     fn buffer_size(&self, slot: u32, gen: u32) -> usize {
-        self.lock().conn(slot, gen).map_or(0, |c| c.queued)
+        self.lock().conn(slot, gen).map_or(0, |c| c.send.queued())
     }
 
     /// close(): stop reading; True when nothing is queued (the caller schedules
@@ -554,11 +545,8 @@ impl LoopCore {
     fn close(&self, slot: u32, gen: u32) -> bool {
         self.with_conn(slot, gen, |c| {
             c.reading = false;
-            c.closing = true;
-            if c.queue.is_empty() {
-                c.lost = true;
-            }
-            c.queue.is_empty()
+            c.life.close(c.send.is_empty());
+            c.send.is_empty()
         })
         .unwrap_or(true)
     }
@@ -574,28 +562,19 @@ impl LoopCore {
     fn abort(&self, slot: u32, gen: u32) {
         self.with_conn(slot, gen, |c| {
             c.reading = false;
-            if !c.send_inflight && !c.lost && !c.released {
-                // As much as the socket takes (up to MAX_IOV chunks per sendmsg);
-                // stops when it takes nothing more (EAGAIN) or fails.
-                while !c.queue.is_empty() {
-                    let before = c.queued;
-                    if c.send_now().is_some() || c.queued == before {
+            if !c.send.in_flight() && c.life.is_live() {
+                // As much as the socket takes (up to 64 chunks per sendmsg); stops
+                // when it takes nothing more (EAGAIN) or fails.
+                while !c.send.is_empty() {
+                    let before = c.send.queued();
+                    if c.send.send_now(c.fd).is_some() || c.send.queued() == before {
                         break;
                     }
                 }
             }
-            c.lost = true;
-            if !c.send_inflight {
-                c.queue.clear();
-                c.head_off = 0;
-            } else {
-                // Keep only what the kernel may be reading.
-                let n = c.iov.len();
-                while c.queue.len() > n {
-                    c.queue.pop_back();
-                }
-            }
-            c.queued = 0;
+            c.life.lose();
+            // Keep only what the kernel may be reading.
+            c.send.discard();
         });
     }
 
@@ -604,7 +583,7 @@ impl LoopCore {
         let now = self
             .with_conn(slot, gen, |c| {
                 c.eof = true;
-                c.shut = c.queue.is_empty();
+                c.shut = c.send.is_empty();
                 c.shut.then_some(c.fd)
             })
             .flatten();
@@ -627,14 +606,9 @@ impl LoopCore {
             let Some(c) = inner.conn(slot, gen) else {
                 return Ok(());
             };
-            c.released = true;
+            c.life.release();
             c.reading = false;
-            c.lost = true;
-            if !c.send_inflight {
-                c.queue.clear();
-                c.head_off = 0;
-            }
-            c.queued = 0;
+            c.send.discard();
             c.backlog = Vec::new();
             let callbacks = c.callbacks.take();
             inner.mark(slot);
@@ -700,7 +674,7 @@ impl LoopCore {
             .conns
             .iter()
             .flatten()
-            .filter(|c| !c.released)
+            .filter(|c| !c.life.is_released())
             .count()
     }
 
@@ -729,7 +703,7 @@ impl LoopCore {
             .conns
             .iter()
             .flatten()
-            .filter(|c| c.recv == Recv::On && c.recv_big)
+            .filter(|c| c.recv == Arm::On && c.recv_big)
             .count()
     }
 
@@ -747,7 +721,7 @@ impl LoopCore {
             .conns
             .iter()
             .flatten()
-            .filter(|c| c.released)
+            .filter(|c| c.life.is_released())
             .count()
     }
 }

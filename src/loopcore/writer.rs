@@ -8,8 +8,9 @@ use pyo3::{PyTraverseError, PyVisit};
 use crate::buffers::View;
 
 use super::callbacks::WriterMethods;
-use super::transport::Chunk;
-use super::{LoopCore, COALESCE};
+use crate::conn::send::SendQueue;
+
+use super::LoopCore;
 
 /// `transport.write` of a ring transport: bound to one transport's slot.
 #[pyclass(module = "ringio._core", frozen)]
@@ -111,39 +112,29 @@ impl TransportWriter {
         if src.is_empty() {
             return Ok(());
         }
-        if c.lost || c.released {
+        if !c.life.is_live() {
             drop(inner);
             return self.call(py, &self.methods.write_lost, None);
         }
         let n = src.len();
-        // Chunks covered by an in-flight send must not change (the kernel reads them).
-        let tail_free = !c.send_inflight || c.queue.len() > c.iov.len();
-        match (&bytes, c.queue.back_mut()) {
-            (_, Some(Chunk::Owned(v))) if n < COALESCE && tail_free && v.len() + n <= 64 * 1024 => {
-                v.extend_from_slice(src)
+        match &bytes {
+            Some(b) if SendQueue::<Py<PyBytes>>::shares(n) => {
+                let keep = Bound::<PyBytes>::clone(b).unbind();
+                // SAFETY: a `bytes` object is immutable and its storage lives as long
+                // as the object, which the queue keeps.
+                unsafe { c.send.write_shared(keep, src.as_ptr(), n) }
             }
-            (Some(b), _) if n >= COALESCE => c.queue.push_back(Chunk::Shared {
-                ptr: src.as_ptr(),
-                len: n,
-                _obj: Bound::<PyBytes>::clone(b).unbind(),
-            }),
-            _ => {
-                let mut v = c.spare.take().unwrap_or_default();
-                v.reserve(n.max(4096));
-                v.extend_from_slice(src);
-                c.queue.push_back(Chunk::Owned(v));
-            }
+            _ => c.send.write_copy(src),
         }
-        c.queued += n;
         let mut failed = None;
-        if c.queued > c.high && !c.send_inflight {
+        if c.send.queued() > c.high && !c.send.in_flight() {
             // Over the high-water mark with nothing handed to the kernel yet: try
             // to send now, as asyncio's write() does, so that the water marks
             // judge what the socket could not take (and a writer that never
             // yields still meets a dead connection's error).
-            failed = c.send_now();
+            failed = c.send.send_now(c.fd);
         }
-        let pause = failed.is_none() && c.queued > c.high && !c.proto_paused;
+        let pause = failed.is_none() && c.send.queued() > c.high && !c.proto_paused;
         inner.mark(self.slot);
         drop(inner);
         if let Some(errno) = failed {
