@@ -7,7 +7,9 @@ use io_uring::cqueue;
 use pyo3::prelude::*;
 
 use super::addr::SockAddr;
-use super::conn::{Accepted, Mshot, GEN_MASK};
+use crate::conn::recv::Arm;
+
+use super::conn::{Accepted, GEN_MASK};
 use super::ops::{Fail, Kind, Why};
 use super::watcher::WatcherCore;
 use super::{addr, ACCEPT_BACKLOG, TAG_MSHOT, TAG_OP};
@@ -70,7 +72,7 @@ impl WatcherCore {
             return;
         };
         if !more {
-            c.mshot = Mshot::Off;
+            c.mshot_finished();
         }
         if c.mshot_accept {
             if res >= 0 {
@@ -82,7 +84,7 @@ impl WatcherCore {
                 });
                 let over = c.accepts.is_empty()
                     && c.accepted.len() >= ACCEPT_BACKLOG
-                    && c.mshot == Mshot::On;
+                    && c.mshot == Arm::On;
                 if over {
                     let _ = self.cancel_mshot(cid);
                 }

@@ -6,14 +6,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use io_uring::{opcode, squeue, types};
 
-use super::{GEN_BITS, TAG_INTERNAL, TAG_MSHOT};
+use crate::conn::recv::Arm;
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Mshot {
-    Off,
-    On,
-    Cancelling,
-}
+use super::{GEN_BITS, TAG_INTERNAL, TAG_MSHOT};
 
 /// A connection accepted by a multishot accept and not yet claimed by accept().
 pub(super) enum Accepted {
@@ -35,7 +30,9 @@ pub(super) struct Conn {
     pub(super) accepts: VecDeque<usize>,
     pub(super) read_busy: bool,
     pub(super) write_busy: bool,
-    pub(super) mshot: Mshot,
+    /// The connection's multishot op (`conn::recv`'s state machine): a receive
+    /// feeding reads and read-ahead, or a listener's accept.
+    pub(super) mshot: Arm,
     /// Whether the multishot (when not Off) is an accept rather than a receive.
     pub(super) mshot_accept: bool,
     pub(super) starved: bool,
@@ -66,7 +63,7 @@ impl Conn {
 
     /// Whether an op of this connection may be in the kernel.
     pub(super) fn in_kernel(&self) -> bool {
-        self.mshot != Mshot::Off || self.read_busy || self.write_busy
+        self.mshot.in_kernel() || self.read_busy || self.write_busy
     }
 
     /// An SQE that cancels every op of this connection's file (its link timeouts
@@ -94,7 +91,7 @@ impl Conn {
             accepts: VecDeque::new(),
             read_busy: false,
             write_busy: false,
-            mshot: Mshot::Off,
+            mshot: Arm::Off,
             mshot_accept: false,
             starved: false,
             backlog: VecDeque::new(),
@@ -106,6 +103,12 @@ impl Conn {
             eof: false,
             rerr: None,
         }
+    }
+
+    /// Its multishot's final CQE arrived.
+    pub(super) fn mshot_finished(&mut self) {
+        let ended = self.mshot.finished();
+        debug_assert!(ended.is_ok(), "a final CQE of no multishot: {ended:?}");
     }
 
     pub(super) fn backlog_len(&self) -> usize {

@@ -7,7 +7,9 @@ use std::os::fd::AsRawFd;
 use io_uring::opcode;
 use pyo3::prelude::*;
 
-use super::conn::{mshot_ud, Accepted, Mshot, HOLD_PER_CONN};
+use crate::conn::recv::{step, Arm, Step};
+
+use super::conn::{mshot_ud, Accepted, HOLD_PER_CONN};
 use super::ops::{on, Fail, Kind};
 use super::watcher::WatcherCore;
 use super::TAG_INTERNAL;
@@ -21,7 +23,8 @@ impl WatcherCore {
         let sqe = opcode::AsyncCancel::new(ud).build().user_data(TAG_INTERNAL);
         self.push(&[sqe])?;
         if let Some(c) = self.conn(cid) {
-            c.mshot = Mshot::Cancelling;
+            let cancelled = c.mshot.cancel();
+            debug_assert!(cancelled.is_ok(), "{cancelled:?}");
         }
         Ok(())
     }
@@ -57,27 +60,30 @@ impl WatcherCore {
                 && op.deadline.is_none()
                 && self.pool.is_some()
                 && self.mshot_recv_ok;
-            match mshot {
-                Mshot::On if wants_mshot && !mshot_accept => {}
-                Mshot::On => {
-                    let _ = self.cancel_mshot(cid);
-                }
-                Mshot::Cancelling => {}
-                Mshot::Off if wants_mshot => {
+            // The multishot kind is "accept?": a receive (false) is wanted for a
+            // read without a buffer or a deadline.
+            match step(mshot, mshot_accept, wants_mshot.then_some(false), true) {
+                Step::Arm(_) => {
                     let sqe = on(opcode::RecvMulti::new(fd, self.bgid).build(), fixed)
                         .user_data(mshot_ud(cid, false, false));
                     if self.push(&[sqe]).is_ok() {
                         let c = self.conn(cid).expect("conn");
-                        c.mshot = Mshot::On;
+                        let armed = c.mshot.arm();
+                        debug_assert!(armed.is_ok(), "{armed:?}");
                         c.mshot_accept = false;
                     }
                 }
-                Mshot::Off => {
+                Step::Cancel => {
+                    let _ = self.cancel_mshot(cid);
+                }
+                Step::Nothing if mshot == Arm::Off => {
+                    // No multishot: a single receive for this read.
                     if !self.submit_or_fail(py, slot) {
                         continue;
                     }
                     self.conn(cid).expect("conn").read_busy = true;
                 }
+                Step::Nothing => {}
             }
             break;
         }
@@ -86,7 +92,7 @@ impl WatcherCore {
         let limit = self.bufsize;
         if let Some(c) = self.conn(cid) {
             if c.reads.is_empty()
-                && c.mshot == Mshot::On
+                && c.mshot == Arm::On
                 && !c.mshot_accept
                 && (c.heap_bytes >= limit || c.held >= HOLD_PER_CONN)
             {
@@ -131,7 +137,7 @@ impl WatcherCore {
                 self.finish(py, slot, Some(Fail::Os(errno)), None, false, None);
                 continue;
             }
-            if c.mshot == Mshot::Off {
+            if c.mshot == Arm::Off {
                 let (fd, fixed) = c.target();
                 let direct = c.accept_direct;
                 let sqe = opcode::AcceptMulti::new(fd)
@@ -142,7 +148,8 @@ impl WatcherCore {
                 let sqe = on(sqe, fixed).user_data(mshot_ud(cid, true, direct));
                 if self.push(&[sqe]).is_ok() {
                     let c = self.conn(cid).expect("conn");
-                    c.mshot = Mshot::On;
+                    let armed = c.mshot.arm();
+                    debug_assert!(armed.is_ok(), "{armed:?}");
                     c.mshot_accept = true;
                 }
             }

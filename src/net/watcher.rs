@@ -13,10 +13,11 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::buffers::View;
+use crate::conn::recv::Arm;
 use crate::uring::py::Ring;
 
 use super::bufring::BufRing;
-use super::conn::{Conn, Mshot};
+use super::conn::Conn;
 use super::ops::{Kind, Msg, Op};
 use super::ring::WRing;
 use super::view::{OpResult, RingView};
@@ -442,7 +443,7 @@ impl WatcherCore {
             )));
         }
         let c = self.conn_or_err(cid)?;
-        if c.accepts.is_empty() && c.mshot == Mshot::Off && c.accepted.is_empty() {
+        if c.accepts.is_empty() && c.mshot == Arm::Off && c.accepted.is_empty() {
             c.accept_direct = direct;
         } else if c.accept_direct != direct {
             return Err(PyValueError::new_err(
