@@ -14,7 +14,7 @@ use super::action::{bytes_from_segs, with_bufring, Action, Payload};
 use super::callbacks::{Callbacks, Method, Receiver};
 use super::iteration::HandleKinds;
 use super::pybytes::new_bytes;
-use super::{Inner, LoopCore, BIG_BUFSIZE};
+use super::{CoreState, LoopCore, BIG_BUFSIZE};
 
 impl LoopCore {
     /// Runs one action; Err only for KeyboardInterrupt/SystemExit (or a failing
@@ -147,7 +147,7 @@ impl LoopCore {
     /// Whether running `action` would call no Python code: a `SendDone` that
     /// crosses no water mark and owes the transport no drained/empty/shutdown step
     /// (the conditions of `run`'s `SendDone` arm, read without acting).
-    pub(super) fn send_done_is_quiet(inner: &mut Inner, action: &Action) -> bool {
+    pub(super) fn send_done_is_quiet(inner: &mut CoreState, action: &Action) -> bool {
         let Action::SendDone(slot, gen) = action else {
             return false;
         };

@@ -10,14 +10,14 @@ use crate::uring::INTERNAL_TOKEN;
 use crate::conn::recv::{rearm_budget, step, Step};
 use crate::conn::send::SendOp;
 
-use super::{recv_token, token, Inner, LoopCore, BGID, BUFSIZE, KIND_SEND, NBUFS};
+use super::{recv_token, token, CoreState, LoopCore, BGID, BUFSIZE, KIND_SEND, NBUFS};
 
 impl LoopCore {
     /// Binds the core to `ring` (the selector makes a new ring when the loop moves
     /// to another thread). Transports re-arm their receive on the new ring; a send
     /// in flight on the old one can complete there unseen: its chunks are leaked
     /// (the old ring may still read them) and counted as sent.
-    pub(super) fn bind(inner: &mut Inner, ring: &Bound<'_, Ring>) {
+    pub(super) fn bind(inner: &mut CoreState, ring: &Bound<'_, Ring>) {
         if inner
             .ring
             .as_ref()
@@ -46,7 +46,7 @@ impl LoopCore {
     /// Pushes the SQEs that dirty transports need: arm or cancel the receive, send
     /// the queue, cancel what a released transport left in flight.
     pub(super) fn flush(
-        inner: &mut Inner,
+        inner: &mut CoreState,
         engine: &mut crate::uring::UringEngine,
     ) -> std::io::Result<()> {
         Self::unstarve(inner, engine);
@@ -87,7 +87,7 @@ impl LoopCore {
                 }
                 Step::Cancel => {
                     // Stopped, or moving to the other buffer group: the final CQE
-                    // re-arms (see `absorb_cqes`).
+                    // re-arms (see `batch_actions`).
                     let sqe = opcode::AsyncCancel::new(recv_token(slot, gen, c.recv_big))
                         .build()
                         .user_data(INTERNAL_TOKEN);
@@ -133,7 +133,7 @@ impl LoopCore {
     /// Lets starved transports re-arm (marks them dirty): as many as the buffers
     /// now in the ring can serve at the recent buffers-per-transport rate, and at
     /// least one, so every starved transport gets its turn.
-    pub(super) fn unstarve(inner: &mut Inner, engine: &crate::uring::UringEngine) {
+    pub(super) fn unstarve(inner: &mut CoreState, engine: &crate::uring::UringEngine) {
         if inner.starved.is_empty() {
             return;
         }

@@ -23,9 +23,9 @@
 //! buffer ring) stays alive until the op's final CQE, even after the transport was
 //! closed, aborted or collected.
 
-mod absorb;
 mod action;
 mod callbacks;
+mod cqes;
 mod deliver;
 mod flush;
 mod iteration;
@@ -71,7 +71,7 @@ const BGID: u16 = 0x4c;
 /// an mremap.
 const BIG_BUFSIZE: usize = 128 * 1024 - 256;
 /// Large-receive transports served per select, in the order their data came
-/// (`Inner::ready_large`): about `CACHE_BUDGET` of received bytes. Each one's bytes
+/// (`CoreState::ready_large`): about `CACHE_BUDGET` of received bytes. Each one's bytes
 /// go to its protocol right after its receive, while they are in the cache; a
 /// streams protocol keeps them until its task runs, the next iteration, so an
 /// unbounded turn (every readable transport) left 1,000 x 100 KiB in buffers
@@ -84,11 +84,11 @@ const LARGE_TURNS: usize = CACHE_BUDGET / BIG_BUFSIZE;
 /// connections.)
 ///
 /// The window is capped so that one batch's received bytes stay about
-/// `CACHE_BUDGET` (see `Inner::recv_avg`): the kernel fills every buffer of a batch
+/// `CACHE_BUDGET` (see `CoreState::recv_avg`): the kernel fills every buffer of a batch
 /// before the first callback runs, and 100 connections x 100 KiB (10 MiB of
 /// buffers) made every copy out of them a cache miss, where uvloop reads each
 /// socket into the same warm 256 KiB. Transports the window could not serve wait
-/// in `Inner::starved` and are re-armed a few per iteration, as buffers allow.
+/// in `CoreState::starved` and are re-armed a few per iteration, as buffers allow.
 const NBUFS: u16 = 1024;
 const BUFSIZE: usize = 16 * 1024;
 /// About the L2 cache of one core here.
@@ -114,8 +114,11 @@ fn untoken(t: u64) -> (u32, u32, u64) {
     )
 }
 
+/// Everything the core keeps behind its mutex: the transports, the queues of
+/// those waiting for a flush, for buffers or for a large-receive turn, and the
+/// deliveries a select left for later.
 #[derive(Default)]
-struct Inner {
+struct CoreState {
     conns: Vec<Option<Conn>>,
     free: Vec<u32>,
     next_gen: u32,
@@ -150,7 +153,7 @@ struct Inner {
     closed: bool,
 }
 
-impl Inner {
+impl CoreState {
     fn conn(&mut self, slot: u32, gen: u32) -> Option<&mut Conn> {
         self.conns
             .get_mut(slot as usize)
@@ -180,7 +183,7 @@ impl Inner {
 /// the selector's submit + wait + reap in one `io_uring_enter`.
 #[pyclass(module = "ringio._core", frozen)]
 pub struct LoopCore {
-    inner: Mutex<Inner>,
+    inner: Mutex<CoreState>,
     /// What the select settles as a future (`isinstance`'s second argument): the
     /// loop hands asyncio's `Future` and the lanes of `pread_many`
     /// (`ringio._engines.many.Lane`, settled through the same methods).
@@ -214,7 +217,7 @@ impl Drop for LoopCore {
         for c in std::mem::take(&mut inner.conns).into_iter().flatten() {
             c.dispose(done);
         }
-        // `inner.ring` is dropped after this, with the rest of `Inner`.
+        // `inner.ring` is dropped after this, with the rest of `CoreState`.
     }
 }
 
@@ -234,7 +237,7 @@ impl LoopCore {
         due
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, CoreState> {
         lock(&self.inner)
     }
 
@@ -254,7 +257,7 @@ impl LoopCore {
     #[new]
     fn new(future_types: Py<PyAny>, report_error: Py<PyAny>) -> Self {
         Self {
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(CoreState::default()),
             future_types,
             report_error,
         }

@@ -138,7 +138,7 @@ impl LoopCore {
             let quiet = {
                 let mut inner = self.lock();
                 let mut driver = pydriver.driver();
-                Self::absorb(&mut inner, &mut driver.engine, &side, &mut actions);
+                Self::take_cqes(&mut inner, &mut driver.engine, &side, &mut actions);
                 inner.backlog.is_empty()
                     && inner.resumed.is_empty()
                     && inner.ready_large.is_empty()
@@ -184,7 +184,7 @@ impl LoopCore {
             let mut inner = self.lock();
             if !side.is_empty() {
                 let mut driver = pydriver.driver();
-                Self::absorb(&mut inner, &mut driver.engine, &side, &mut actions);
+                Self::take_cqes(&mut inner, &mut driver.engine, &side, &mut actions);
                 side.clear();
             }
             let turns = inner.ready_large.len().min(LARGE_TURNS);

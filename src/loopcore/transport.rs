@@ -56,12 +56,12 @@ pub(super) struct Conn {
     /// `groups[group]` holds this transport's receives of CQE batch `group_batch`.
     pub(super) group_batch: u64,
     pub(super) group: usize,
-    /// In `Inner::starved`, waiting for buffers.
+    /// In `CoreState::starved`, waiting for buffers.
     pub(super) starved: bool,
     /// Its last receive from the pool filled a whole buffer.
     pub(super) filled: bool,
     /// Large receives: its readiness poll reported data that is not read yet (its
-    /// turn is pending in `Inner::ready_large` or as a `Readable` action, or it
+    /// turn is pending in `CoreState::ready_large` or as a `Readable` action, or it
     /// waits for reading to resume).
     pub(super) readable: bool,
     /// ... and it reported the peer's EOF or an error (whose report ends the

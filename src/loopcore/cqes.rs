@@ -1,5 +1,5 @@
-//! CQE absorption: the core's side CQEs become actions under the lock (no Python
-//! code runs here), with the receive window's moving averages.
+//! The core's side CQEs become actions under the lock (no Python code runs here),
+//! and the receive window follows the batch's moving averages.
 
 use io_uring::cqueue;
 
@@ -8,11 +8,17 @@ use crate::engine::RawCompletion;
 
 use super::action::{Action, Payload};
 use super::callbacks::Method;
-use super::{untoken, Inner, LoopCore, BIG_BIT, BUFSIZE, CACHE_BUDGET, KIND_RECV, MIN_WINDOW};
+use super::{untoken, CoreState, LoopCore, BIG_BIT, BUFSIZE, CACHE_BUDGET, KIND_RECV, MIN_WINDOW};
 
-/// One transport's receives in a CQE batch: (slot, index of its Data action, the
-/// (buffer id, length) of each receive, in order).
-pub(super) type Group = (u32, usize, Vec<(u16, usize)>);
+/// One transport's receives from the pool in a CQE batch, delivered as one
+/// `data_received` call.
+pub(super) struct ReceiveGroup {
+    slot: u32,
+    /// Index of its `Data` action in the batch's actions.
+    action: usize,
+    /// (buffer id, length) of each receive, in order.
+    segs: Vec<(u16, usize)>,
+}
 
 impl LoopCore {
     /// Buffer `bid` of a CQE whose bytes are not wanted goes back to its group.
@@ -25,18 +31,21 @@ impl LoopCore {
     }
 
     /// Turns side CQEs into actions (under the lock; no Python code runs here).
-    pub(super) fn absorb(
-        inner: &mut Inner,
+    pub(super) fn take_cqes(
+        inner: &mut CoreState,
         engine: &mut crate::uring::UringEngine,
         cqes: &[RawCompletion],
         actions: &mut Vec<Action>,
     ) {
         inner.batch += 1;
         let batch = inner.batch;
-        let mut groups: Vec<Group> = Vec::new();
-        Self::absorb_cqes(inner, engine, cqes, actions, batch, &mut groups);
+        let mut groups: Vec<ReceiveGroup> = Vec::new();
+        Self::batch_actions(inner, engine, cqes, actions, batch, &mut groups);
         let (bufs, bytes) = groups.iter().fold((0, 0), |(b, n), g| {
-            (b + g.2.len(), n + g.2.iter().map(|s| s.1).sum::<usize>())
+            (
+                b + g.segs.len(),
+                n + g.segs.iter().map(|s| s.1).sum::<usize>(),
+            )
         });
         if let Some(recv) = (bytes * 16).checked_div(bufs) {
             // Moving averages over batches (x16 fixed point, weight 1/8), started
@@ -52,7 +61,12 @@ impl LoopCore {
                 br.set_cap((CACHE_BUDGET / per_buf).max(MIN_WINDOW));
             }
         }
-        for (slot, at, segs) in groups {
+        for ReceiveGroup {
+            slot,
+            action: at,
+            segs,
+        } in groups
+        {
             if let Action::Data(s, _, p) = &mut actions[at] {
                 debug_assert_eq!(*s, slot);
                 *p = Payload::Segs(segs);
@@ -60,14 +74,16 @@ impl LoopCore {
         }
     }
 
+    /// `take_cqes`' loop over one batch: each CQE updates its transport and may
+    /// add an action; pool receives are gathered per transport in `groups`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn absorb_cqes(
-        inner: &mut Inner,
+    pub(super) fn batch_actions(
+        inner: &mut CoreState,
         engine: &mut crate::uring::UringEngine,
         cqes: &[RawCompletion],
         actions: &mut Vec<Action>,
         batch: u64,
-        groups: &mut Vec<Group>,
+        groups: &mut Vec<ReceiveGroup>,
     ) {
         for c in cqes {
             let (slot, gen, kind) = untoken(c.token);
@@ -141,11 +157,15 @@ impl LoopCore {
                             // data_received call (asyncio reads up to 256 KiB at once);
                             // its buffers go back once copied, after the loop.
                             if conn.group_batch == batch {
-                                groups[conn.group].2.push((bid, n));
+                                groups[conn.group].segs.push((bid, n));
                             } else {
                                 conn.group_batch = batch;
                                 conn.group = groups.len();
-                                groups.push((slot, actions.len(), vec![(bid, n)]));
+                                groups.push(ReceiveGroup {
+                                    slot,
+                                    action: actions.len(),
+                                    segs: vec![(bid, n)],
+                                });
                                 actions.push(Action::Data(slot, gen, Payload::Segs(Vec::new())));
                             }
                             kept = true;
