@@ -153,6 +153,19 @@ class Proactor:
             waiter.set_result(res if res is not None and res >= 0 else None)
         return waiter
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def queued_on(self, fd: int) -> bool:
+        """Whether ops on `fd` (their futures not done) still wait in this
+        proactor for room in the kernel queue, not yet in the kernel."""
+        return any(op.fd == fd and not op.data.done() for op in self._queue)
+
+    def submit_queued(self) -> None:
+        """Hands the kernel the ops waiting for room, as far as it has room."""
+        self._submit_queued()
+
     def _cancel_in_kernel(self, fut: asyncio.Future[Any], op: Op) -> None:
         if fut.cancelled() and op.state == "in_flight" and not self._closed:
             try:
@@ -290,7 +303,7 @@ class StagingProactor(Proactor):
         super().__init__(engine, loop, cancellable)
         # The ring ops are staged into (None: none to stage into now). An attribute,
         # read once per op; for LoopRingProactor, its selector keeps it equal to
-        # the selector's own ring (``RingSelector._set_ring``).
+        # the selector's own ring (``use_ring``).
         self._stage_ring = engine
 
     def start(self, op: Op, *, watch: bool = True) -> asyncio.Future[Any]:
@@ -373,7 +386,7 @@ class LoopRingProactor(StagingProactor):
     no eventfd, no reader callback and no end-of-turn callback: one syscall per
     loop iteration for everything. Completions the core left alone (a future
     already cancelled, or completions reaped after a cancel or at close) come back
-    through ``RingSelector._set_file_proactor`` to ``_resolve``, which also answers
+    through ``RingSelector.add_file_proactor`` to ``complete``, which also answers
     ``settled()``; the selector keeps the ``settled()`` waiters, so that an engine
     made again for the same loop still answers those of the one before it.
 
@@ -392,7 +405,7 @@ class LoopRingProactor(StagingProactor):
         self._init_state(_SelectorRing(selector), loop, cancellable, selector.settled_waiters)
         # The loop's select is the flush and always comes: none is ever scheduled.
         self._flush_scheduled = True
-        selector._set_file_proactor(self)
+        selector.add_file_proactor(self)
 
     @property
     def ring(self) -> _SelectorRing:
@@ -401,6 +414,15 @@ class LoopRingProactor(StagingProactor):
 
     def _submit_staged(self, ring: Any) -> None:
         pass  # the select that follows submits them
+
+    def use_ring(self, ring: Any) -> None:
+        """Called by the selector whenever its ring changes (None: it has none)."""
+        self._stage_ring = ring
+
+    def complete(self, completions: list[Completion]) -> None:
+        """Called by the selector with completions of this proactor's ops whose
+        future the loop core did not settle."""
+        self._resolve(completions)
 
     def after_select(self) -> None:
         """Called by the selector after each select: stages what waited for room."""
@@ -443,7 +465,7 @@ class _SelectorRing:
         ring = sel.ring
         if ring is None:
             return 0
-        return ring.in_flight - len(sel._armed_r) - len(sel._armed_w)
+        return ring.in_flight - sel.polls_armed
 
     def cancel(self, op: Op) -> Completion | None:
         self._selector.cancel_op(op)

@@ -21,6 +21,7 @@ import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
+from . import _ring_hook
 from ._core import (
     OP_ACCEPT,
     OP_CONNECT,
@@ -32,8 +33,6 @@ from ._core import (
     WatcherClosedError,
     WatcherCore,
 )
-from .loop._loop import EventLoop
-from .loop._selector import RingSelector
 
 __all__ = [
     "OP_ACCEPT",
@@ -129,11 +128,12 @@ class Watcher:
             return conn
 
         bound = _loop_to_share(loop)
-        self._loop: EventLoop | None = bound
+        self._loop: asyncio.AbstractEventLoop | None = bound
         if bound is None:
             self._core = WatcherCore(make_conn, bufsize, nbufs, entries)
         else:
-            selector: RingSelector = bound._selector  # type: ignore[assignment]
+            loop_ring = _ring_hook.loop_ring(bound)
+            assert loop_ring is not None  # _loop_to_share checked
 
             def wake() -> None:
                 # Called by the loop's select when completions for us were reaped.
@@ -141,7 +141,7 @@ class Watcher:
                 if watcher is not None:
                     watcher._wake()
 
-            ring = selector._watcher_ring()
+            ring = loop_ring.watcher_ring()
             self._core = WatcherCore(make_conn, bufsize, nbufs, entries, ring, wake)
         self.bufsize = bufsize
         self._conns: dict[int, _ConnRef] = {}
@@ -375,7 +375,7 @@ class Watcher:
         return self._core.closed
 
     @property
-    def loop(self) -> EventLoop | None:
+    def loop(self) -> asyncio.AbstractEventLoop | None:
         """The ``ringio.EventLoop`` whose ring this Watcher shares (None: its own)."""
         return self._loop
 
@@ -400,26 +400,26 @@ class Watcher:
         return f"<ringio.Watcher {state}>"
 
 
-def _loop_to_share(loop: Any) -> EventLoop | None:
+def _loop_to_share(loop: Any) -> asyncio.AbstractEventLoop | None:
     """The ringio.EventLoop whose ring a new Watcher shares, per ``loop=`` (see
     ``Watcher``), or None for a ring of its own."""
     if loop is False:
         return None
     if loop is None or loop is True:
         running = asyncio._get_running_loop()
-        if isinstance(running, EventLoop) and isinstance(running._selector, RingSelector):
-            target: EventLoop = running
+        if _ring_hook.owns(running) and _ring_hook.loop_ring(running) is not None:
+            target: asyncio.AbstractEventLoop = running
         elif loop is True:
             raise RuntimeError(
                 "Watcher(loop=True) needs a running ringio.EventLoop in this thread"
             )
         else:
             return None
-    elif isinstance(loop, EventLoop):
+    elif _ring_hook.owns(loop):
         target = loop
         if target.is_closed():
             raise RuntimeError("the event loop is closed")
-        if not isinstance(target._selector, RingSelector):
+        if _ring_hook.loop_ring(target) is None:
             raise TypeError("this ringio.EventLoop has no RingSelector: no ring to share")
     elif isinstance(loop, asyncio.AbstractEventLoop):
         raise TypeError(

@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import _core
+from .. import _core, _ring_hook
 from .._proactor import LoopRingProactor, Proactor, StagingProactor
 from .base import (
     FileEngine,
@@ -260,10 +260,8 @@ class UringFileEngine(KernelEngine):
     name = "uring"
 
     def __init__(self, loop: asyncio.AbstractEventLoop, entries: int = 256) -> None:
-        from ..loop import RingSelector
-
-        selector = getattr(loop, "_selector", None)
-        if isinstance(selector, RingSelector):
+        selector = _ring_hook.loop_ring(loop)
+        if selector is not None:
             # ringio.EventLoop: file ops ride the loop's own ring, submitted and
             # reaped by its one io_uring_enter per iteration (no eventfd).
             proactor = LoopRingProactor(selector, weakref.proxy(loop), lambda op: True)
@@ -447,10 +445,10 @@ class AioFileEngine(PoolPathOps, KernelEngine):
         # Ops on this fd still waiting in the proactor's queue would be submitted
         # after the number is reused: submit them first (once in the kernel, an op
         # holds the file itself, not the number), waiting for room if need be.
-        queue = self._proactor._queue
-        while any(op.fd == fd and not op.data.done() for op in queue):
-            self._proactor._submit_queued()
-            if any(op.fd == fd and not op.data.done() for op in queue):
+        proactor = self._proactor
+        while proactor.queued_on(fd):
+            proactor.submit_queued()
+            if proactor.queued_on(fd):
                 await asyncio.sleep(0.001)  # the kernel queue is full: completions make room
         os.close(fd)  # never blocks for regular files; no kernel AIO form
 

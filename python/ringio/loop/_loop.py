@@ -29,7 +29,7 @@ from asyncio import base_events, constants, sslproto
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from .. import uring
+from .. import _ring_hook, uring
 from .._core import LoopCore as _LoopCore
 from .._engines import uring_refusal
 from . import _asyncio_compat as _compat
@@ -408,6 +408,25 @@ def _plain_io(sock: socket.socket) -> bool:
 
 def _ignore(completion: Any) -> None:
     return None
+
+
+class _RingHook:
+    """This loop's answers to ``ringio._ring_hook``, which file engines and
+    ``ringio.Watcher`` ask instead of importing the loop (they sit below it)."""
+
+    @staticmethod
+    def owns(loop: object) -> bool:
+        return isinstance(loop, EventLoop)
+
+    @staticmethod
+    def ring_of(loop: object) -> RingSelector | None:
+        # Any loop whose selector is a RingSelector lends its ring, as before the
+        # seam existed (a plain SelectorEventLoop built on one included).
+        selector = getattr(loop, "_selector", None)
+        return selector if isinstance(selector, RingSelector) else None
+
+
+_ring_hook.register(_RingHook())
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

@@ -234,7 +234,7 @@ class RingSelector(selectors.BaseSelector):
         self._to_arm.update(self._fd_to_key)
         return ring
 
-    def _watcher_ring(self) -> Any:
+    def watcher_ring(self) -> Any:
         """The ring a loop-bound ``ringio.Watcher`` shares: this thread's (made now
         if the loop has not run yet; the loop must then run in this thread)."""
         if self._closed:
@@ -251,7 +251,7 @@ class RingSelector(selectors.BaseSelector):
         # kept equal to ours here, costs less than a property that reads ours.
         self._ring = ring
         for files in self._files:
-            files._stage_ring = ring
+            files.use_ring(ring)
 
     def _retire_ring(self) -> None:
         """Closes the current ring; its polls are gone with it."""
@@ -314,13 +314,13 @@ class RingSelector(selectors.BaseSelector):
         if self._cancel(op):
             self._reap_after_cancel()
 
-    def _set_file_proactor(self, proactor: Any) -> None:
+    def add_file_proactor(self, proactor: Any) -> None:
         """Adds `proactor` (a ``LoopRingProactor``) to those whose file ops ride
         this ring: after each select it stages the ops that waited for room, and
         the newest completes the ops whose future the loop core did not settle
         (any of them can: their ``settled()`` waiters live here)."""
-        self._files = [p for p in self._files if not p._closed] + [proactor]
-        proactor._stage_ring = self._ring
+        self._files = [p for p in self._files if not p.closed] + [proactor]
+        proactor.use_ring(self._ring)
 
     def _complete_other(self, completions: list[Any]) -> None:
         """Completions of non-poll ops: a callable ``data`` is called; an asyncio
@@ -335,7 +335,12 @@ class RingSelector(selectors.BaseSelector):
             else:
                 futures.append(c)
         if futures and self._files:
-            self._files[-1]._resolve(futures)
+            self._files[-1].complete(futures)
+
+    @property
+    def polls_armed(self) -> int:
+        """The polls of registered fds now on the ring."""
+        return len(self._armed_r) + len(self._armed_w)
 
     @property
     def ring(self) -> Any:
@@ -403,8 +408,7 @@ class RingSelector(selectors.BaseSelector):
 
     def _after_select(self) -> None:
         for files in self._files:
-            if files._queue:
-                files.after_select()
+            files.after_select()
 
     def _dispatch(self, done: list[Any]) -> list[tuple[selectors.SelectorKey, int]]:
         ready: dict[int, int] = {}
