@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# A shell without job control starts its background commands with SIGINT ignored, and
+# an ignored disposition survives exec: every child a test starts would then be deaf to
+# Ctrl-C, and the Ctrl-C tests would fail for how the suite was launched. A Python
+# handler does not survive exec, so with one installed here the children start with
+# SIGINT at its default and Python gives them KeyboardInterrupt, as in a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def thread_count() -> int:

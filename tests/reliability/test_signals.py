@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -194,3 +195,29 @@ def test_first_sigint_interrupts_the_wait(name, engine):
     assert "KeyboardInterrupt" in err, err
     assert child.returncode != 0
     assert took < PROMPT
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_tests_pass_when_the_suite_starts_with_sigint_ignored():
+    """`make test &` from a script: the suite inherits SIGINT ignored and must not
+    pass that on to the children its Ctrl-C tests interrupt."""
+    root = Path(__file__).resolve().parents[2]
+    case = f"{Path(__file__).relative_to(root)}::test_first_sigint_interrupts_the_wait"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"{case}[loop-run_forever]",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "1 passed" in run.stdout, run.stdout[-3000:]
