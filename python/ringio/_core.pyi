@@ -202,7 +202,7 @@ class LoopCore:
         self,
         event_loop: Any,
         selector: Any,
-        ring: Ring,
+        loop_ring: Any,
         ready: Any,
         scheduled: list[Any],
     ) -> list[Completion] | None: ...

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from threading import get_ident as _get_ident
 from typing import Any, Protocol
 
+from . import _ring_hook
 from ._core import Completion, Op, PartialSubmitError
 
 
@@ -379,15 +380,15 @@ class StagingProactor(Proactor):
 class LoopRingProactor(StagingProactor):
     """The proactor of file ops on ``ringio.EventLoop``: they ride the loop's own ring.
 
-    Staging as in ``StagingProactor``, into the ring of the loop's selector (made
+    Staging as in ``StagingProactor``, into the loop's ring (its ``LoopRing``, made
     again if the loop moves to another thread), with the loop's next ``select()``
     as the flush: it submits what waits in the same ``io_uring_enter`` that waits,
     and settles the futures from Rust when the completions come back. So there is
     no eventfd, no reader callback and no end-of-turn callback: one syscall per
     loop iteration for everything. Completions the core left alone (a future
     already cancelled, or completions reaped after a cancel or at close) come back
-    through ``RingSelector.add_file_proactor`` to ``complete``, which also answers
-    ``settled()``; the selector keeps the ``settled()`` waiters, so that an engine
+    through ``LoopRing.add_file_proactor`` to ``complete``, which also answers
+    ``settled()``; the loop's ring keeps the ``settled()`` waiters, so that an engine
     made again for the same loop still answers those of the one before it.
 
     Back-pressure: ops the CQ has no room for wait here and are staged after the
@@ -397,18 +398,17 @@ class LoopRingProactor(StagingProactor):
 
     def __init__(
         self,
-        selector: Any,
+        loop_ring: _ring_hook.LoopRing,
         loop: asyncio.AbstractEventLoop,
         cancellable: Callable[[Op], bool] = lambda op: False,
     ) -> None:
-        self._selector = selector
-        self._init_state(_SelectorRing(selector), loop, cancellable, selector.settled_waiters)
+        self._init_state(_SharedRing(loop_ring), loop, cancellable, loop_ring.settled_waiters)
         # The loop's select is the flush and always comes: none is ever scheduled.
         self._flush_scheduled = True
-        selector.add_file_proactor(self)
+        loop_ring.add_file_proactor(self)
 
     @property
-    def ring(self) -> _SelectorRing:
+    def ring(self) -> _SharedRing:
         """The loop's ring, as the engine's kernel queue (``in_flight``, ...)."""
         return self._engine
 
@@ -450,26 +450,22 @@ class LoopRingProactor(StagingProactor):
                 fut.cancel()
 
 
-class _SelectorRing:
+class _SharedRing:
     """The loop's ring as the file engine's kernel queue: what the base class and
     the engine ask of it besides staging (``in_flight``, ``cancel``, ``close``)."""
 
-    def __init__(self, selector: Any) -> None:
-        self._selector = selector
+    def __init__(self, loop_ring: _ring_hook.LoopRing) -> None:
+        self._loop_ring = loop_ring
 
     @property
     def in_flight(self) -> int:
         """Ops in flight on the ring other than the selector's polls (file ops,
         and the loop's own ``sock_*`` ops, rare: those try the syscall first)."""
-        sel = self._selector
-        ring = sel.ring
-        if ring is None:
-            return 0
-        return ring.in_flight - sel.polls_armed
+        return self._loop_ring.ops_in_flight
 
     def cancel(self, op: Op) -> Completion | None:
-        self._selector.cancel_op(op)
+        self._loop_ring.cancel_op(op)
         return None
 
     def close(self) -> None:
-        """Nothing to do: the ring is the loop's, closed with the loop's selector."""
+        """Nothing to do: the ring is the loop's, closed with the loop."""

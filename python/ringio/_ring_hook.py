@@ -17,11 +17,27 @@ __all__ = ["LoopRing", "loop_ring", "owns", "register"]
 
 
 class LoopRing(Protocol):
-    """What a ringio loop lends the ops on its ring (``RingSelector``'s public face).
+    """What layers below the loop see of ``ringio.loop.LoopRing``, the loop's ring.
 
-    ``LoopRingProactor`` stages file ops through it; a loop-bound ``Watcher``
-    takes ``watcher_ring()``.
+    ``LoopRingProactor`` stages file ops on it; a loop-bound ``Watcher`` takes
+    ``watcher_ring()``.
     """
+
+    settled_waiters: dict[Any, Any]
+
+    @property
+    def ops_in_flight(self) -> int:
+        """Ops in flight on the ring other than the selector's polls."""
+        ...
+
+    def add_file_proactor(self, proactor: Any) -> None:
+        """Registers a file proactor: it gets its ring (``use_ring``), the
+        completions the core did not settle (``complete``) and ``after_select``."""
+        ...
+
+    def cancel_op(self, op: Any) -> None:
+        """Cancels a queued or in-flight op (its callback still runs)."""
+        ...
 
     def watcher_ring(self) -> Any:
         """The native ring a loop-bound Watcher shares (the loop must run in this thread)."""

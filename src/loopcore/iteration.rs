@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -21,7 +22,7 @@ impl LoopCore {
         py: Python<'py>,
         event_loop: &Bound<'py, PyAny>,
         selector: &Bound<'py, PyAny>,
-        ring: &Bound<'py, Ring>,
+        loop_ring: &Bound<'py, PyAny>,
         ready: &Bound<'py, PyAny>,
         scheduled: &Bound<'py, PyList>,
     ) -> PyResult<Option<Vec<Py<Completion>>>> {
@@ -30,6 +31,14 @@ impl LoopCore {
         };
         let loop_dict = instance_dict(event_loop)?;
         let selector_dict = instance_dict(selector)?;
+        let loop_ring_dict = instance_dict(loop_ring)?;
+        // The ring of the thread running the loop (the caller checked that there is
+        // one); native_iteration_ok returns as soon as it is replaced.
+        let ring = loop_ring_dict
+            .get_item(intern!(py, "_ring"))?
+            .ok_or_else(|| PyRuntimeError::new_err("the loop's ring is not made yet"))?
+            .cast_into::<Ring>()?;
+        let ring = &ring;
         let stopping_now = || -> PyResult<bool> {
             loop_dict
                 .get_item(intern!(py, "_stopping"))?
@@ -43,7 +52,14 @@ impl LoopCore {
                 return Ok(done);
             }
             stopping = stopping_now()?;
-            if stopping || !Self::native_iteration_ok(&loop_dict, &selector_dict, ring, scheduled)?
+            if stopping
+                || !Self::native_iteration_ok(
+                    &loop_dict,
+                    &selector_dict,
+                    &loop_ring_dict,
+                    ring,
+                    scheduled,
+                )?
             {
                 return Ok(None);
             }
@@ -172,21 +188,22 @@ impl LoopCore {
     }
 
     /// `EventLoop._run_once`'s conditions for `run_iterations` that a callback
-    /// can change: not in debug mode; the selector has nothing of its own to arm,
-    /// submit, cancel or dispatch, no file op waiting for CQ room, and still this
-    /// ring;
+    /// can change: not in debug mode; the selector has no poll to arm; the loop's
+    /// ring (`LoopRing`) has nothing of its own to submit, cancel or dispatch, no
+    /// file op waiting for CQ room, and is still this ring;
     /// and asyncio would not rebuild the timer heap now (more than
     /// `_MIN_SCHEDULED_TIMER_HANDLES` timers, over half of them cancelled).
     pub(super) fn native_iteration_ok(
         loop_dict: &Bound<'_, PyDict>,
         selector_dict: &Bound<'_, PyDict>,
+        loop_ring_dict: &Bound<'_, PyDict>,
         ring: &Bound<'_, Ring>,
         scheduled: &Bound<'_, PyList>,
     ) -> PyResult<bool> {
         let py = loop_dict.py();
         // The instances' own dicts, read directly: these are plain attributes of
-        // asyncio's loop and of RingSelector, and seven generic getattrs were a
-        // fifth of an idle iteration. A missing one ends the native iterations.
+        // asyncio's loop, RingSelector and LoopRing, and seven generic getattrs were
+        // a fifth of an idle iteration. A missing one ends the native iterations.
         let set = |d: &Bound<'_, PyDict>, name: &Bound<'_, PyString>| {
             d.get_item(name)?.map_or(Ok(true), |v| v.is_truthy())
         };
@@ -198,13 +215,15 @@ impl LoopCore {
         if loop_dict.contains(intern!(py, "time"))? {
             return Ok(false);
         }
+        if set(selector_dict, intern!(py, "_to_arm"))? {
+            return Ok(false);
+        }
         for name in [
             intern!(py, "_queued"),
-            intern!(py, "_to_arm"),
             intern!(py, "_backlog"),
             intern!(py, "_cancel_later"),
         ] {
-            if set(selector_dict, name)? {
+            if set(loop_ring_dict, name)? {
                 return Ok(false);
             }
         }
@@ -213,14 +232,14 @@ impl LoopCore {
         // ops that waited for CQ room (`after_select`). Returning for every
         // iteration while a proactor merely existed made every later iteration of
         // the loop cost its Python path (sleep(0) 2.6-3.5 -> 4.5-5.0 µs).
-        if let Some(files) = selector_dict.get_item(intern!(py, "_files"))? {
+        if let Some(files) = loop_ring_dict.get_item(intern!(py, "_files"))? {
             for proactor in files.try_iter()? {
                 if proactor?.getattr(intern!(py, "_queue"))?.is_truthy()? {
                     return Ok(false);
                 }
             }
         }
-        if !selector_dict
+        if !loop_ring_dict
             .get_item(intern!(py, "_ring"))?
             .is_some_and(|r| r.is(ring))
         {

@@ -379,9 +379,9 @@ impl LoopCore {
     /// Iterations of the event loop, `run_once` after `run_once`, for as long as
     /// `EventLoop._run_once`'s conditions for the native iteration hold (checked
     /// again after each one: a callback may stop the loop, switch debug mode on,
-    /// queue an op or a poll for the selector, or cancel enough timers that asyncio
-    /// rebuilds the heap). Returns when one of them fails (None), or with the
-    /// selector's completions of the last iteration, which the caller dispatches
+    /// queue a poll for the selector or an op for the loop's ring, or cancel enough
+    /// timers that asyncio rebuilds the heap). Returns when one of them fails (None),
+    /// or with the completions for Python of the last iteration, which the caller dispatches
     /// before `run_ready`, as with `run_once`. asyncio's `run_forever` calls
     /// `_run_once` and looks at `_stopping` after each: here both happen without
     /// going back to Python, whose per-iteration checks were a quarter of an idle
@@ -391,11 +391,11 @@ impl LoopCore {
         py: Python<'py>,
         event_loop: &Bound<'py, PyAny>,
         selector: &Bound<'py, PyAny>,
-        ring: &Bound<'py, Ring>,
+        loop_ring: &Bound<'py, PyAny>,
         ready: &Bound<'py, PyAny>,
         scheduled: &Bound<'py, PyList>,
     ) -> PyResult<Option<Vec<Py<Completion>>>> {
-        Self::run_iterations_impl(slf, py, event_loop, selector, ring, ready, scheduled)
+        Self::run_iterations_impl(slf, py, event_loop, selector, loop_ring, ready, scheduled)
     }
 
     /// Native iterations `run_iterations` has made, for `select_count()`.

@@ -868,8 +868,35 @@ def selector_close_with_queued(fd: int) -> Any:
 
     got: list[Any] = []
     sel = RingSelector(8)
-    sel.submit_op(uring.noop(fd, data=got.append))
+    sel.loop_ring.submit_op(uring.noop(fd, data=got.append))
     sel.close()
+    return got[0].res if got else None
+
+
+def loop_ring_made(lring: Any) -> Any:
+    try:
+        return lring.owned_ring()
+    finally:
+        lring.close()
+
+
+def with_loop_ring(fn: Any) -> Any:
+    from ringio.loop import LoopRing
+
+    lring = LoopRing(8)
+    try:
+        return fn(lring)
+    finally:
+        lring.close()
+
+
+def loop_ring_close_with_queued(fd: int) -> Any:
+    from ringio.loop import LoopRing
+
+    got: list[Any] = []
+    lring = LoopRing(8)
+    lring.submit_op(uring.noop(fd, data=got.append))
+    lring.close()
     return got[0].res if got else None
 
 

@@ -1796,6 +1796,7 @@ row(
 # ------------------------------------------------------------------ RingSelector
 group("selector")
 RS = "ringio.loop.RingSelector"
+LR = "ringio.loop.LoopRing"
 row(RS, "entries 0", "scenarios.selector_select(ringio.loop.RingSelector(0))", ValueError)
 row(RS, "entries is a str", "scenarios.selector_select(ringio.loop.RingSelector('x'))", TypeError)
 row(
@@ -1899,31 +1900,6 @@ row(
     "scenarios.with_selector(lambda s: (s.close(), s.select(0)))",
     RuntimeError,
 )
-row(RS + ".submit_op", "not an op", "scenarios.with_selector(lambda s: s.submit_op(5))", TypeError)
-row(
-    RS + ".submit_op",
-    "op data not callable",
-    "scenarios.with_selector(lambda s: s.submit_op(uring.noop(fd)))",
-    TypeError,
-)
-row(
-    RS + ".submit_op",
-    "after close (would never complete)",
-    "scenarios.with_selector(lambda s: (s.close(), s.submit_op(uring.noop(fd, data=print))))",
-    RuntimeError,
-)
-row(
-    RS + ".cancel_op",
-    "not an op",
-    "scenarios.with_selector(lambda s: s.cancel_op(5))",
-    TypeError,
-)
-row(
-    RS + ".cancel_op",
-    "never submitted",
-    "scenarios.with_selector(lambda s: s.cancel_op(uring.noop(fd, data=print)))",
-    OK("None (nothing to cancel)", "r is None"),
-)
 row(
     RS + ".close",
     "twice",
@@ -1932,9 +1908,60 @@ row(
 )
 row(
     RS + ".close",
-    "with an op queued",
+    "with an op queued on its loop ring",
     "scenarios.selector_close_with_queued(fd)",
     OK("the op's callback gets ECANCELED", "r == -errno.ECANCELED"),
+)
+row(LR, "entries 0", "scenarios.loop_ring_made(ringio.loop.LoopRing(0))", ValueError)
+row(LR, "entries is a str", "scenarios.loop_ring_made(ringio.loop.LoopRing('x'))", TypeError)
+row(LR + ".submit_op", "not an op", "scenarios.with_loop_ring(lambda r: r.submit_op(5))", TypeError)
+row(
+    LR + ".submit_op",
+    "op data not callable",
+    "scenarios.with_loop_ring(lambda r: r.submit_op(uring.noop(fd)))",
+    TypeError,
+)
+row(
+    LR + ".submit_op",
+    "after close (would never complete)",
+    "scenarios.with_loop_ring(lambda r: (r.close(), r.submit_op(uring.noop(fd, data=print))))",
+    RuntimeError,
+)
+row(
+    LR + ".cancel_op",
+    "not an op",
+    "scenarios.with_loop_ring(lambda r: r.cancel_op(5))",
+    TypeError,
+)
+row(
+    LR + ".cancel_op",
+    "never submitted",
+    "scenarios.with_loop_ring(lambda r: r.cancel_op(uring.noop(fd, data=print)))",
+    OK("None (nothing to cancel)", "r is None"),
+)
+row(
+    LR + ".close",
+    "twice",
+    "scenarios.with_loop_ring(lambda r: (r.close(), r.close()))",
+    OK("None twice", "r == (None, None)"),
+)
+row(
+    LR + ".close",
+    "with an op queued",
+    "scenarios.loop_ring_close_with_queued(fd)",
+    OK("the op's callback gets ECANCELED", "r == -errno.ECANCELED"),
+)
+row(
+    LR + ".owned_ring",
+    "after close",
+    "scenarios.with_loop_ring(lambda r: (r.close(), r.owned_ring()))",
+    RuntimeError,
+)
+row(
+    LR + ".watcher_ring",
+    "after close",
+    "scenarios.with_loop_ring(lambda r: (r.close(), r.watcher_ring()))",
+    RuntimeError,
 )
 
 # ------------------------------------------------------------------ linux_aio: the rest

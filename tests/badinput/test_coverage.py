@@ -100,12 +100,9 @@ EXEMPT: dict[str, str] = {
     "ringio.compat.linux_aio_bind.IOCBFlag": "an IntFlag: its from_param has rows",
     "ringio.compat.linux_aio_bind.IOCBRWFlag": "an IntFlag: its from_param has rows",
     "ringio.compat.linux_aio_bind.IOCBPriorityClass": "an IntEnum: its from_param has rows",
-    "ringio.loop.RingSelector.add_file_proactor": (
+    "ringio.loop.LoopRing.add_file_proactor": (
         "the loop's ring seam, called by ringio's own LoopRingProactor (rows: the file "
         "ops on ringio.EventLoop)"
-    ),
-    "ringio.loop.RingSelector.watcher_ring": (
-        "the loop's ring seam, called by ringio.Watcher (rows: Watcher(loop=...))"
     ),
     "ringio.compat.aiofiles.base.AiofilesContextManager": (
         "what aiofiles.open() and the tempfile constructors return (rows there: await, "

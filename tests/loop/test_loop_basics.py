@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import selectors
+import socket
 import sys
 import threading
 import time
@@ -347,3 +349,39 @@ def test_timeouts_and_taskgroups(run):
         return t.result()
 
     assert run(main()) == "ok"
+
+
+def test_a_loop_on_another_selector_serves_sock_ops_and_streams_as_asyncio_does():
+    """``ringio.EventLoop(selector)`` with a selector that is not a RingSelector has
+    no ring: sockets and streams take asyncio's own paths."""
+    loop = ringio.EventLoop(selectors.DefaultSelector())
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(await reader.read(100))
+        await writer.drain()
+        writer.close()
+
+    async def main() -> tuple[bytes, bytes]:
+        recv = asyncio.ensure_future(loop.sock_recv(b, 100))
+        await asyncio.sleep(0.01)  # not ready yet: it has to wait
+        await loop.sock_sendall(a, b"x" * 10)
+        got = await asyncio.wait_for(recv, 5)
+        server = await asyncio.start_server(echo, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"ping")
+        echoed = await asyncio.wait_for(reader.read(100), 5)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return got, echoed
+
+    try:
+        assert loop.run_until_complete(main()) == (b"x" * 10, b"ping")
+    finally:
+        a.close()
+        b.close()
+        loop.close()

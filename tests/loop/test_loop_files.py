@@ -44,7 +44,7 @@ def pipe():
 async def _pending_read(loop, rfd):
     """A read of the empty pipe, in flight on the loop's ring: (ring, ops in flight
     before it, its task)."""
-    ring = loop._selector.ring
+    ring = loop._loop_ring.ring
     before = ring.in_flight
     task = asyncio.ensure_future(engines.get().read(rfd, bytearray(8)))
     await asyncio.sleep(0.01)
@@ -116,7 +116,7 @@ def test_ops_reach_the_kernel_at_once_only_while_it_is_short_of_work(run, loop):
 
     async def main():
         proactor = engines.get()._proactor
-        ring = loop._selector.ring
+        ring = loop._loop_ring.ring
         futs = []
 
         def start() -> None:
@@ -205,7 +205,7 @@ def test_ops_beyond_the_completion_queue_wait_for_room(run, loop, tmp_path):
 
     async def main():
         eng = engines.get()
-        ring = loop._selector.ring
+        ring = loop._loop_ring.ring
         hint = engines.NowaitHint(read=False)
         n = ring.maxevents + 200
         bufs = [bytearray(8) for _ in range(n)]

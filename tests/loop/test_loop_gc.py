@@ -127,7 +127,7 @@ def _setup(loop_factory, scenario: str):
             # Large messages move the receiving transport to the large-receive
             # path: its readiness poll is then armed in the kernel.
             _, tr, pr = await _connect(loop, _Echo, _Sink)
-            core = loop._selector._core
+            core = loop._loop_ring.core
             total = 0
             for _ in range(200):
                 tr.write(b"y" * (256 * 1024))

@@ -359,7 +359,7 @@ def test_abort_with_sends_in_flight(loop, run):
         assert tr.get_write_buffer_size() == 0
         tr.write(b"dropped")  # after abort: silently dropped, as in asyncio
         assert await proto.done is None
-        core = loop._selector._core
+        core = loop._loop_ring.core
         for _ in range(200):
             if core.draining == 0:
                 break
@@ -728,7 +728,7 @@ def test_transport_survives_the_loop_moving_to_another_thread(loop, run):
     tr = proto.transport
     run(loop.sock_sendall(cli, b"before"))
     run(_wait_for_data(proto, b"before"))
-    ring_before = loop._selector.ring
+    ring_before = loop._loop_ring.ring
 
     def in_thread():
         async def main():
@@ -743,7 +743,7 @@ def test_transport_survives_the_loop_moving_to_another_thread(loop, run):
     t.start()
     t.join(20)
     assert not t.is_alive()
-    assert loop._selector.ring is not ring_before
+    assert loop._loop_ring.ring is not ring_before
     tr.close()
     run(proto.done)
     cli.close()
@@ -765,7 +765,7 @@ def test_provided_buffers_go_back_whatever_happens_to_the_batch(loop, run):
 
     async def setup():
         pairs = [await _pair(loop) for _ in range(n)]
-        core = loop._selector._core
+        core = loop._loop_ring.core
         return pairs, core
 
     pairs, core = run(setup())
@@ -846,7 +846,7 @@ def test_receives_that_run_dry_wait_or_move_to_large_receives(loop, run):
 
     async def main():
         pairs = [await _pair(loop) for _ in range(n)]
-        core = loop._selector._core
+        core = loop._loop_ring.core
         protos = [p for p, _ in pairs]
         data = [_pattern(size + i) for i in range(n)]
         paused = protos[1::4]
@@ -970,7 +970,7 @@ def test_large_receives_go_straight_into_bytes(loop, run):
 
     async def main():
         proto, cli = await _pair(loop)
-        core = loop._selector._core
+        core = loop._loop_ring.core
         sizes: list[int] = []
         proto.on_data = lambda d: sizes.append(len(d))
         sent = bytearray()
@@ -1038,7 +1038,7 @@ def test_buffered_protocol_keeps_the_pool_for_large_receives(loop, run):
 
     async def main():
         proto, cli = await _pair(loop, Buffered)
-        core = loop._selector._core
+        core = loop._loop_ring.core
         sent = bytearray()
         for i in range(6):
             msg = _pattern(150_000 + i)
@@ -1113,7 +1113,7 @@ def test_no_memory_for_received_bytes_fails_the_transport(loop, run, path):
 
     async def main():
         proto, cli = await _pair(loop)
-        core = loop._selector._core
+        core = loop._loop_ring.core
         before = bytearray()
         for i in range(8 if path == "large receive" else 1):  # 8: onto that path
             msg = _pattern(size + i)
@@ -1171,7 +1171,7 @@ def test_large_receives_take_turns_in_the_order_data_came(loop, run):
 
     async def main():
         pairs = [await _pair(loop) for _ in range(8)]
-        core = loop._selector._core
+        core = loop._loop_ring.core
         for proto, cli in pairs:
             await _on_large_path(loop, proto, cli)
         assert core.big_receives == len(pairs)
@@ -1214,7 +1214,7 @@ def test_large_receive_sees_the_eof_that_came_with_the_data(loop, run, gap):
     async def main():
         proto, cli = await _pair(loop)
         await _on_large_path(loop, proto, cli)
-        assert loop._selector._core.big_receives == 1
+        assert loop._loop_ring.core.big_receives == 1
         before = len(proto.data)
         tail = _pattern(300_000)
 
@@ -1240,7 +1240,7 @@ def test_large_receive_reports_a_reset_like_asyncio(loop, run):
     async def main():
         proto, cli = await _pair(loop)
         await _on_large_path(loop, proto, cli)
-        assert loop._selector._core.big_receives == 1
+        assert loop._loop_ring.core.big_receives == 1
         cli.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         await loop.sock_sendall(cli, b"x" * 100)
         await asyncio.sleep(0.02)
@@ -1317,7 +1317,7 @@ def test_replaced_protocol_callbacks_are_dropped_outside_the_core_lock(loop, run
     async def main():
         proto, cli = await _pair(loop)
         tr = proto.transport
-        core = loop._selector._core
+        core = loop._loop_ring.core
         slot, gen = tr._cid
         said = []
 
@@ -1346,7 +1346,7 @@ def test_a_new_connection_of_large_messages_moves_after_its_first_batch(loop, ru
 
     async def main():
         proto, cli = await _pair(loop)
-        core = loop._selector._core
+        core = loop._loop_ring.core
         await _on_large_path(loop, proto, cli, count=2)
         assert core.big_receives == 1
         proto.transport.close()

@@ -73,7 +73,7 @@ def test_binding_rule() -> None:
 def test_uses_the_loop_ring_no_eventfd_no_second_ring() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        ring = loop._selector.ring  # type: ignore[attr-defined]
+        ring = loop._loop_ring.ring  # type: ignore[attr-defined]
         before = _anon_fds()
         w = ringio.Watcher()
         assert _anon_fds() == before  # no eventfd, no io_uring of its own
@@ -145,7 +145,7 @@ async def _echo_round(w: ringio.Watcher, listener: socket.socket, tag: str, n: i
 
 def test_several_watchers_share_one_loop() -> None:
     async def main() -> None:
-        ring = asyncio.get_running_loop()._selector.ring  # type: ignore[attr-defined]
+        ring = asyncio.get_running_loop()._loop_ring.ring  # type: ignore[attr-defined]
         listeners = []
         for _ in range(3):
             ls = socket.socket()
@@ -206,7 +206,7 @@ def test_watchers_and_loop_streams_share_the_ring() -> None:
 
 def test_close_with_ops_in_flight_inside_the_loop(listener) -> None:
     async def main() -> None:
-        ring = asyncio.get_running_loop()._selector.ring  # type: ignore[attr-defined]
+        ring = asyncio.get_running_loop()._loop_ring.ring  # type: ignore[attr-defined]
         w = ringio.Watcher()
         other = ringio.Watcher()
         pairs = [tcp_pair(listener) for _ in range(4)]
@@ -297,7 +297,7 @@ def test_sync_wait_io_on_a_loop_bound_watcher(listener) -> None:
 
 def test_gc_of_an_unclosed_loop_bound_watcher() -> None:
     async def main() -> None:
-        ring = asyncio.get_running_loop()._selector.ring  # type: ignore[attr-defined]
+        ring = asyncio.get_running_loop()._loop_ring.ring  # type: ignore[attr-defined]
         w = ringio.Watcher()
         a, b = socket.socketpair()
         w.read("r", a)
@@ -373,7 +373,7 @@ def test_loop_moved_to_another_thread(listener) -> None:
         c, s = tcp_pair(listener)
         w.read("r", s)
         loop.run_until_complete(asyncio.sleep(0.01))  # in flight on the first ring
-        first = loop._selector.ring  # type: ignore[attr-defined]
+        first = loop._loop_ring.ring  # type: ignore[attr-defined]
         errors: list[BaseException] = []
 
         def elsewhere() -> None:
@@ -388,7 +388,7 @@ def test_loop_moved_to_another_thread(listener) -> None:
         t = threading.Thread(target=elsewhere)
         t.start()
         t.join(10)
-        assert loop._selector.ring is not first  # type: ignore[attr-defined]
+        assert loop._loop_ring.ring is not first  # type: ignore[attr-defined]
         assert errors and "thread" in str(errors[0])
         c.sendall(b"late")  # still served on the first ring, from this thread
         got = w.wait_io(5)

@@ -260,11 +260,11 @@ class UringFileEngine(KernelEngine):
     name = "uring"
 
     def __init__(self, loop: asyncio.AbstractEventLoop, entries: int = 256) -> None:
-        selector = _ring_hook.loop_ring(loop)
-        if selector is not None:
+        loop_ring = _ring_hook.loop_ring(loop)
+        if loop_ring is not None:
             # ringio.EventLoop: file ops ride the loop's own ring, submitted and
             # reaped by its one io_uring_enter per iteration (no eventfd).
-            proactor = LoopRingProactor(selector, weakref.proxy(loop), lambda op: True)
+            proactor = LoopRingProactor(loop_ring, weakref.proxy(loop), lambda op: True)
             super().__init__(loop, proactor.ring, lambda op: True, proactor)
             return
         # Any other loop: a ring of the engine's own, used only from the loop's

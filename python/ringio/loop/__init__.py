@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from ._asyncio_compat import HAS_POLICIES
 from ._loop import EventLoop, install, new_event_loop, run
+from ._ring import LoopRing
 from ._selector import RingSelector
 
-__all__ = ["EventLoop", "RingSelector", "install", "new_event_loop", "run"]
+__all__ = ["EventLoop", "LoopRing", "RingSelector", "install", "new_event_loop", "run"]
 
 if HAS_POLICIES:  # CPython 3.11 to 3.15: see _asyncio_compat
     from ._loop import EventLoopPolicy as EventLoopPolicy

@@ -33,6 +33,7 @@ from .. import _ring_hook, uring
 from .._core import LoopCore as _LoopCore
 from .._engines import uring_refusal
 from . import _asyncio_compat as _compat
+from ._ring import LoopRing
 from ._selector import RingSelector
 from ._transport import RingSocketTransport
 
@@ -82,8 +83,13 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
                 "back to asyncio's own loop",
             )
         super().__init__(selector if selector is not None else RingSelector(entries))
+        # The loop's proactor (None on a selector of another kind): the ring that
+        # the sock_* ops, transports, files and Watchers ride; the selector only
+        # adds its polls to it.
+        self._loop_ring: LoopRing | None = None
         if isinstance(self._selector, RingSelector):
             self._selector._loop_ready = self._ready
+            self._loop_ring = self._selector.loop_ring
         # Bytes that a cancelled ring recv had already taken from a socket: handed
         # to the next sock_recv*/sock_recv_into on that socket, never lost.
         self._leftover: weakref.WeakKeyDictionary[socket.socket, bytes] = (
@@ -136,32 +142,35 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         ):
             return super()._run_once()
         sel = self._selector
+        lring = self._loop_ring
         if (
             sel.__class__ is RingSelector
-            and sel._ring is not None
-            and not (sel._queued or sel._to_arm or sel._backlog or sel._cancel_later)
-            and sel._ring_thread == _get_ident()
+            and not sel._to_arm
+            # The ring belongs to this thread, with nothing of its own queued.
+            and lring._ring is not None
+            and not (lring._queued or lring._backlog or lring._cancel_later)
+            and lring._ring_thread == _get_ident()
         ):
             # Whole iterations in one native call (LoopCore.run_iterations: run_once until
-            # the loop stops or a callback leaves the selector work of its own):
-            # the selector has nothing of its own to arm, submit or dispatch first.
-            done = sel._core.run_iterations(self, sel, sel._ring, self._ready, scheduled)
+            # the loop stops or a callback leaves the selector or the ring work of
+            # their own): nothing to arm, submit, cancel or dispatch first.
+            done = lring.core.run_iterations(self, sel, lring, self._ready, scheduled)
             if done is not None:
-                # Completions for the selector (polls, sock_* ops): asyncio
-                # processes events before the timers due and the handles run.
+                # Completions for Python (polls, sock_* ops): asyncio processes
+                # events before the timers due and the handles run.
                 events = sel._dispatch(done)
                 if events:
                     self._process_events(events)
                 events = None
                 _LoopCore.run_ready(self, self._ready, scheduled, _report_callback_error)
-            if sel._files:
-                sel._after_select()
+            if lring._files:
+                lring._after_wait()
             return
-        # The selector has work of its own first (polls to arm, ops to submit, a
-        # backlog): the same two native halves around its Python select().
+        # The selector or the ring has work of its own first (polls to arm, ops to
+        # submit, a backlog): the same two native halves around the Python select().
         timeout = _LoopCore.select_timeout(self, self._ready, scheduled, self._stopping)
         event_list = sel.select(timeout)
-        if event_list or sel._core.deferred:
+        if event_list or (lring is not None and lring.core.deferred):
             self._process_events(event_list)
         event_list = None  # breaks cycles when an exception occurs
         _LoopCore.run_ready(self, self._ready, scheduled, _report_callback_error)
@@ -170,9 +179,9 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         # The select deferred the transports' deliveries (handles were ready
         # before it): they run in a handle queued behind those, with the I/O
         # callbacks of this select, before the timers that are due (asyncio's order).
-        core = getattr(self._selector, "_core", None)
-        if core is not None and core.queue_deferred():
-            self.call_soon(core.run_deferred)
+        lring = self._loop_ring
+        if lring is not None and lring.core.queue_deferred():
+            self.call_soon(lring.core.run_deferred)
         super()._process_events(event_list)
 
     # ----------------------------------------------------------- transports
@@ -180,7 +189,7 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     def _ring_transport_ok(self, sock: socket.socket) -> bool:
         return (
             _RING_TRANSPORT
-            and getattr(self._selector, "_core", None) is not None
+            and self._loop_ring is not None
             and sock.type == socket.SOCK_STREAM
             and sock.family in _STREAM_FAMILIES
             and _plain_io(sock)
@@ -249,7 +258,8 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         a future resolved with its Completion; cancelling the future cancels the op.
         The callback runs inside select() and must never raise."""
         fut: asyncio.Future[Any] = self.create_future()
-        selector: RingSelector = self._selector  # type: ignore[assignment]
+        loop_ring = self._loop_ring
+        assert loop_ring is not None  # only called when _ringable
         waiter: asyncio.Future[Any] | None = fut
 
         def done(completion: Any) -> None:
@@ -266,11 +276,11 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
 
         on_orphan: Callable[[Any], None] = _ignore
         op = make_op(*args, data=done)
-        selector.submit_op(op)
+        loop_ring.submit_op(op)
 
         def cancelled(f: asyncio.Future[Any]) -> None:
             if f.cancelled() and op.state != "done":
-                selector.cancel_op(op)
+                loop_ring.cancel_op(op)
 
         fut.add_done_callback(cancelled)
         fut._ringio_op = op  # type: ignore[attr-defined]
@@ -290,7 +300,13 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     def _ringable(self, sock: socket.socket) -> bool:
         # read()/write() are recv()/send() without flags only on stream sockets;
         # datagram sockets keep asyncio's selector path (exact recv semantics).
-        return sock.type == socket.SOCK_STREAM and not self.is_closed() and _plain_io(sock)
+        # A loop built on a selector of another kind has no ring: asyncio's path.
+        return (
+            sock.type == socket.SOCK_STREAM
+            and self._loop_ring is not None
+            and not self.is_closed()
+            and _plain_io(sock)
+        )
 
     def _take_leftover(self, sock: socket.socket, n: int) -> bytes | None:
         data = self._leftover.pop(sock, None)
@@ -419,11 +435,11 @@ class _RingHook:
         return isinstance(loop, EventLoop)
 
     @staticmethod
-    def ring_of(loop: object) -> RingSelector | None:
-        # Any loop whose selector is a RingSelector lends its ring, as before the
-        # seam existed (a plain SelectorEventLoop built on one included).
+    def ring_of(loop: object) -> LoopRing | None:
+        # Any loop whose selector is a RingSelector lends its ring (a plain
+        # SelectorEventLoop built on one included).
         selector = getattr(loop, "_selector", None)
-        return selector if isinstance(selector, RingSelector) else None
+        return selector.loop_ring if isinstance(selector, RingSelector) else None
 
 
 _ring_hook.register(_RingHook())

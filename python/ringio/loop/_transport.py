@@ -49,7 +49,7 @@ class RingSocketTransport(_compat.FlowControlMixin, transports.Transport):  # ty
         extra: Any = None,
         server: Any = None,
     ) -> None:
-        self._core = loop._selector._core
+        self._core = loop._loop_ring.core
         super().__init__(extra, loop)
         self._extra["socket"] = trsock.TransportSocket(sock)
         try:
