@@ -13,12 +13,13 @@ pub mod conn;
 pub mod engine;
 pub mod errors;
 pub mod fastpath;
-pub mod fsops;
 pub mod lines;
 pub mod loopcore;
 pub mod net;
 pub mod op;
 pub mod pydriver;
+pub mod ring;
+pub mod sync;
 pub mod sys;
 pub mod uring;
 
@@ -61,7 +62,7 @@ fn fs_type(py: Python<'_>, fd: i32) -> PyResult<i64> {
 /// io_uring_enter calls the process made through ringio's wait path (tests).
 #[pyfunction]
 fn _enter_count() -> u64 {
-    uring::enter_count()
+    ring::enter::enter_count()
 }
 
 /// `gil_used = true`: on a free-threaded CPython (3.13t/3.14t) importing the module
@@ -72,14 +73,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     sys::install_fork_handler();
     op::register(m)?;
-    fsops::register(m)?;
+    op::fs::register(m)?;
     net::register(m)?;
     lines::register(m)?;
     loopcore::register(m)?;
-    m.add_class::<aio::py::AioContext>()?;
-    m.add_function(wrap_pyfunction!(aio::py::_aio_probe, m)?)?;
-    m.add_class::<uring::py::Ring>()?;
-    m.add_function(wrap_pyfunction!(uring::py::probe, m)?)?;
+    m.add_class::<pydriver::aio_context::AioContext>()?;
+    m.add_function(wrap_pyfunction!(pydriver::aio_context::_aio_probe, m)?)?;
+    m.add_class::<pydriver::ring::Ring>()?;
+    m.add_function(wrap_pyfunction!(pydriver::ring::probe, m)?)?;
     m.add_class::<buffers::AlignedBuffer>()?;
     m.add_function(wrap_pyfunction!(fastpath::pread_nowait, m)?)?;
     m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;

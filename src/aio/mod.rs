@@ -1,7 +1,6 @@
 //! The kernel AIO engine: io_setup/io_submit/io_getevents behind [`Engine`].
 
 pub mod abi;
-pub mod py;
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};

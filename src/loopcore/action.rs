@@ -7,8 +7,8 @@ use pyo3::exceptions::PyMemoryError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::net::bufring::BufRing;
-use crate::uring::py::Ring;
+use crate::pydriver::ring::Ring;
+use crate::ring::bufring::BufRing;
 
 use super::callbacks::{Callbacks, Method};
 use super::pybytes::receive_alloc_fails;

@@ -24,7 +24,7 @@ impl LoopCore {
     /// Buffer `bid` of a CQE whose bytes are not wanted goes back to its group.
     pub(super) fn recycle(engine: &mut crate::uring::UringEngine, bid: u16) {
         if let Some(br) = engine.bufring.as_mut() {
-            br.available -= 1;
+            br.consumed();
             br.give(bid);
             br.refill();
         }
@@ -143,7 +143,7 @@ impl LoopCore {
                     // below, so nothing else writes it while we copy.
                     let data = unsafe { std::slice::from_raw_parts(br.mem.ptr(br.buffer(bid)), n) };
                     // The kernel took it from the ring: it is ours until given back.
-                    br.available -= 1;
+                    br.consumed();
                     let mut kept = false;
                     if live {
                         if !conn.reading || !conn.backlog.is_empty() {

@@ -8,7 +8,7 @@ use pyo3::types::PyTuple;
 
 use crate::buffers::View;
 use crate::conn::recv::Arm;
-use crate::uring::py::Ring;
+use crate::pydriver::ring::Ring;
 
 use super::action::{bytes_from_segs, with_bufring, Action, Payload};
 use super::callbacks::{Callbacks, Method, Receiver};

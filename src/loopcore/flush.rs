@@ -4,8 +4,8 @@
 use io_uring::{opcode, types};
 use pyo3::prelude::*;
 
-use crate::uring::py::Ring;
-use crate::uring::INTERNAL_TOKEN;
+use crate::pydriver::ring::Ring;
+use crate::ring::owner;
 
 use crate::conn::recv::{rearm_budget, step, Step};
 use crate::conn::send::SendOp;
@@ -90,7 +90,7 @@ impl LoopCore {
                     // re-arms (see `batch_actions`).
                     let sqe = opcode::AsyncCancel::new(recv_token(slot, gen, c.recv_big))
                         .build()
-                        .user_data(INTERNAL_TOKEN);
+                        .user_data(owner::INTERNAL);
                     engine.push_side(sqe, false)?;
                     let cancelled = c.recv.cancel();
                     debug_assert!(cancelled.is_ok(), "{cancelled:?}");
@@ -103,7 +103,7 @@ impl LoopCore {
                     // socket open forever.
                     let sqe = opcode::AsyncCancel::new(token(slot, gen, KIND_SEND))
                         .build()
-                        .user_data(INTERNAL_TOKEN);
+                        .user_data(owner::INTERNAL);
                     engine.push_side(sqe, false)?;
                     c.send.cancel_pushed();
                 }
@@ -137,7 +137,7 @@ impl LoopCore {
         if inner.starved.is_empty() {
             return;
         }
-        let available = engine.bufring.as_ref().map_or(0, |br| br.available);
+        let available = engine.bufring.as_ref().map_or(0, |br| br.available());
         let mut budget = rearm_budget(available, inner.bufs_avg);
         while budget > 0 {
             let Some((slot, gen)) = inner.starved.pop_front() else {

@@ -10,7 +10,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::op::Completion;
-use crate::uring::py::Ring;
+use crate::pydriver::ring::Ring;
 
 use super::callbacks::is_fatal;
 use super::LoopCore;

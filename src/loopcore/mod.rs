@@ -15,7 +15,7 @@
 //!   `io_uring_enter`, which also submits the selector's polls and waits. A partial
 //!   send leaves the rest queued for the next round.
 //!
-//! SQEs of the core carry [`SIDE_BIT`] in their user_data; the engine sets their CQEs
+//! SQEs of the core carry `Owner::LoopCore` user_data (`crate::ring::owner`); the engine sets their CQEs
 //! aside (`UringEngine::take_side`) instead of giving them to the Driver. The state
 //! lives behind one mutex that is never held while Python code runs: a CQE batch is
 //! first turned into actions under the lock, then the actions call the protocol.
@@ -48,9 +48,9 @@ use crate::conn::recv::Arm;
 use crate::engine::RawCompletion;
 use crate::errors;
 use crate::op::{Completion, Op};
+use crate::pydriver::ring::Ring;
 use crate::pydriver::{lock, try_lock};
-use crate::uring::py::Ring;
-use crate::uring::SIDE_BIT;
+use crate::ring::owner::Owner;
 
 use action::{with_bufring, Action};
 use callbacks::Callbacks;
@@ -96,10 +96,10 @@ const CACHE_BUDGET: usize = 512 * 1024;
 /// The window never shrinks below this many buffers.
 const MIN_WINDOW: usize = 32;
 
+/// The user_data of a transport's SQE. The core's own bits (`Owner::LoopCore`):
+/// 32..62 the generation, 31 BIG_BIT (receives), 1..31 the slot, 0 the kind.
 fn token(slot: u32, gen: u32, kind: u64) -> u64 {
-    // Bits 32..62 the generation (bit 62 always clear, so never INTERNAL_TOKEN),
-    // bit 31 BIG_BIT (receives), 1..31 the slot, bit 0 the kind.
-    SIDE_BIT | (u64::from(gen & 0x3fff_ffff) << 32) | (u64::from(slot) << 1) | kind
+    Owner::LoopCore((u64::from(gen & 0x3fff_ffff) << 32) | (u64::from(slot) << 1) | kind).encode()
 }
 
 fn recv_token(slot: u32, gen: u32, big: bool) -> u64 {
@@ -634,7 +634,7 @@ impl LoopCore {
             // Not waiting (min_complete 0); GETEVENTS runs DEFER_TASKRUN task work,
             // which is where a cancelled request drops its file reference. The CQEs
             // stay in the CQ for the next select.
-            crate::uring::enter_nowait(fd, n, crate::uring::IORING_ENTER_GETEVENTS)
+            crate::ring::enter::enter_nowait(fd, n, crate::ring::enter::IORING_ENTER_GETEVENTS)
                 .map_err(|e| errors::io_error(py, &e, None))?;
         }
         Ok(())

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use crate::engine::Submitted;
 use crate::errors;
 use crate::op::{Completion, Op};
-use crate::uring::py::Ring;
+use crate::pydriver::ring::Ring;
 
 use super::action::Action;
 use super::callbacks::is_fatal;
@@ -79,7 +79,7 @@ impl LoopCore {
                 return Err(errors::io_error(py, &e, None));
             }
             let wait = if block { 1 } else { 0 };
-            let flags = crate::uring::IORING_ENTER_GETEVENTS;
+            let flags = crate::ring::enter::IORING_ENTER_GETEVENTS;
             let t = if block { timeout } else { None };
             // EINTR: a signal arrived (its Python handler runs below); SQEs the kernel
             // had not consumed stay in the SQ and go in with the next enter.
@@ -89,7 +89,7 @@ impl LoopCore {
                 // waking each other, made one syscall per iteration for nothing).
                 Ok(0)
             } else {
-                py.detach(|| crate::uring::enter(ring_fd, to_submit, wait, flags, t))
+                py.detach(|| crate::ring::enter::enter(ring_fd, to_submit, wait, flags, t))
             };
             let mut enter_err = None;
             let mut interrupted = false;

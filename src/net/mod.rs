@@ -11,7 +11,6 @@
 //! cancels everything and waits for every CQE before memory is released.
 
 mod addr;
-pub(crate) mod bufring;
 mod complete;
 mod conn;
 mod lifecycle;

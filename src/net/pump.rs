@@ -188,7 +188,7 @@ impl WatcherCore {
     }
 
     pub(super) fn rearm_starved(&mut self, py: Python<'_>) {
-        if self.starved.is_empty() || self.pool.as_ref().is_some_and(|p| p.available == 0) {
+        if self.starved.is_empty() || self.pool.as_ref().is_some_and(|p| p.available() == 0) {
             return;
         }
         for cid in std::mem::take(&mut self.starved) {

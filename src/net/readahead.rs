@@ -18,7 +18,7 @@ impl WatcherCore {
         bid: u16,
         len: usize,
     ) -> PyResult<Py<PyAny>> {
-        self.pool.as_mut().expect("pool").available -= 1;
+        self.pool.as_mut().expect("pool").consumed();
         self.hand_out(py, bid, 0, len)
     }
 
@@ -63,7 +63,7 @@ impl WatcherCore {
 
     pub(super) fn give_back(&mut self, bid: u16) {
         let pool = self.pool.as_mut().expect("pool");
-        pool.available -= 1;
+        pool.consumed();
         pool.give(bid);
         pool.refill();
     }
@@ -199,7 +199,7 @@ impl WatcherCore {
         // Past HOLD_PER_CONN the multishot is being cancelled; what it still delivers
         // meanwhile is held too, as long as half the ring stays free of read-ahead.
         let hold = (self.held_total + 1) * 2 <= pool.nbufs as usize;
-        pool.available -= 1;
+        pool.consumed();
         c.backlog_bytes += n;
         if hold {
             c.backlog.push_back(Seg::Ring {

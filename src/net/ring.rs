@@ -2,7 +2,7 @@
 //! `add_reader`), or the ring of a `ringio.EventLoop` (`crate::uring`), whose select
 //! submits the Watcher's SQEs and reaps its CQEs in the loop's one `io_uring_enter`.
 //!
-//! On the loop's ring the Watcher's user_data carry its id (`WATCHER_MARK`); the
+//! On the loop's ring the Watcher's user_data carry its id (`Owner::Watcher`); the
 //! engine sets those CQEs aside in the Watcher's sink and the loop core calls its
 //! waker. Several Watchers share that ring: each has its own buffer group
 //! (`LOOP_BGID_BASE + id`), and they share one fixed-file table.
@@ -14,9 +14,12 @@ use std::time::Duration;
 use io_uring::{squeue, IoUring};
 use pyo3::prelude::*;
 
-use super::bufring::BufRing;
-use crate::uring::py::Ring;
-use crate::uring::{IORING_ENTER_GETEVENTS, WATCHER_MARK, WATCHER_SHIFT};
+use crate::pydriver::ring::Ring;
+use crate::ring::bufring::BufRing;
+use crate::ring::enter::IORING_ENTER_GETEVENTS;
+use crate::ring::files::FileTable;
+use crate::ring::owner::{self, Owner};
+use crate::ring::setup::{self, Options};
 
 /// (user_data, res, flags) of one CQE.
 pub(crate) type Cqe = (u64, i32, u32);
@@ -27,98 +30,10 @@ const OWN_BGID: u16 = 0;
 /// uses 0x4c).
 const LOOP_BGID_BASE: u16 = 0x1000;
 
-const IORING_REGISTER_FILE_ALLOC_RANGE: u32 = 25;
-
-/// Restricts the kernel's direct-descriptor allocator to [off, off + len).
-fn file_alloc_range(ring_fd: RawFd, off: u32, len: u32) -> io::Result<()> {
-    #[repr(C)]
-    struct Range {
-        off: u32,
-        len: u32,
-        resv: u64,
-    }
-    let r = Range { off, len, resv: 0 };
-    // SAFETY: `r` is a valid io_uring_file_index_range that outlives the call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_io_uring_register,
-            ring_fd,
-            IORING_REGISTER_FILE_ALLOC_RANGE,
-            &r as *const Range,
-            0u32,
-        )
-    };
-    crate::sys::cvt(rc).map(drop)
-}
-
-/// A sparse fixed-file table: slots [0, cap) are handed out to register sockets in;
-/// the rest is the kernel's range for direct accepts.
-pub(crate) struct FileTable {
-    cap: u32,
-    next: u32,
-    free: Vec<u32>,
-}
-
-impl FileTable {
-    /// Registers a table sized from RLIMIT_NOFILE (the kernel refuses one larger);
-    /// half is ours, half for direct accepts. Cap 0 when the kernel refuses.
-    pub(crate) fn setup(ring: &IoUring) -> Self {
-        let mut nofile = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: `nofile` is a valid out-parameter.
-        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut nofile) };
-        let table = (nofile.rlim_cur.min(1 << 16) as u32) & !1;
-        let cap = if table >= 64
-            && ring.submitter().register_files_sparse(table).is_ok()
-            && file_alloc_range(ring.as_raw_fd(), table / 2, table / 2).is_ok()
-        {
-            table / 2
-        } else {
-            0
-        };
-        Self {
-            cap,
-            next: 0,
-            free: Vec::new(),
-        }
-    }
-
-    /// Registers `fd` in a free slot of ours; None when the table is full or the
-    /// kernel refuses (the caller dups the fd instead).
-    pub(crate) fn register(&mut self, ring: &IoUring, fd: RawFd) -> Option<u32> {
-        let mut slot = self.free.pop();
-        if slot.is_none() && self.next < self.cap {
-            slot = Some(self.next);
-            self.next += 1;
-        }
-        let slot = slot?;
-        match ring.submitter().register_files_update(slot, &[fd]) {
-            Ok(_) => Some(slot),
-            Err(_) => {
-                self.free.push(slot);
-                None
-            }
-        }
-    }
-
-    /// Empties `slot` (the ring drops its file reference); `ours`: it goes back to
-    /// our half (a direct-accept slot belongs to the kernel's allocator).
-    pub(crate) fn clear(&mut self, ring: Option<&IoUring>, slot: u32, ours: bool) {
-        if let Some(ring) = ring {
-            let _ = ring.submitter().register_files_update(slot, &[-1]);
-        }
-        if ours {
-            self.free.push(slot);
-        }
-    }
-}
-
 // One per Watcher, never moved in a hot path: boxing the ring would only add an
 // indirection to every op of the common case.
 #[allow(clippy::large_enum_variant)]
-pub(crate) enum WRing {
+pub(crate) enum WatcherRing {
     Own {
         ring: IoUring,
         eventfd: OwnedFd,
@@ -133,38 +48,23 @@ pub(crate) enum WRing {
     },
 }
 
-fn build_ring(entries: u32) -> io::Result<(IoUring, bool)> {
-    let mut last = None;
-    for attempt in 0..3 {
-        let mut b = IoUring::builder();
-        b.setup_submit_all().setup_clamp().setup_cqsize(entries * 4);
-        let defer = attempt == 0;
-        if defer {
-            b.setup_single_issuer().setup_defer_taskrun();
-        } else if attempt == 1 {
-            b.setup_coop_taskrun();
-        }
-        match b.build(entries) {
-            Ok(r) => return Ok((r, defer)),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL)))
-}
-
 fn closed_ring() -> io::Error {
     io::Error::from_raw_os_error(libc::EBADF)
 }
 
-impl WRing {
+impl WatcherRing {
     /// A ring of the Watcher's own, with a registered eventfd and a file table.
     pub(crate) fn own(entries: u32) -> io::Result<Self> {
-        let (ring, defer) = build_ring(entries)?;
+        let (ring, setup) = setup::build(&Options {
+            entries,
+            sqpoll_idle_ms: None,
+            single_issuer: true,
+        })?;
+        let defer = setup.defer_taskrun;
         let eventfd = crate::sys::eventfd()?;
         ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
         let files = FileTable::setup(&ring);
-        Ok(WRing::Own {
+        Ok(WatcherRing::Own {
             ring,
             eventfd,
             defer,
@@ -188,7 +88,7 @@ impl WRing {
             .add_watcher(waker)
             .map_err(|e| crate::errors::io_error(py, &e, None))?;
         engine.ensure_files();
-        Ok(WRing::Loop {
+        Ok(WatcherRing::Loop {
             ring: ring.clone().unbind(),
             wid,
             fd: engine.ring_fd(),
@@ -197,34 +97,38 @@ impl WRing {
     }
 
     pub(crate) fn is_loop(&self) -> bool {
-        matches!(self, WRing::Loop { .. })
+        matches!(self, WatcherRing::Loop { .. })
     }
 
     pub(crate) fn defer(&self) -> bool {
         match self {
-            WRing::Own { defer, .. } | WRing::Loop { defer, .. } => *defer,
+            WatcherRing::Own { defer, .. } | WatcherRing::Loop { defer, .. } => *defer,
         }
     }
 
     pub(crate) fn bgid(&self) -> u16 {
         match self {
-            WRing::Own { .. } => OWN_BGID,
-            WRing::Loop { wid, .. } => LOOP_BGID_BASE + wid,
+            WatcherRing::Own { .. } => OWN_BGID,
+            WatcherRing::Loop { wid, .. } => LOOP_BGID_BASE + wid,
         }
     }
 
     pub(crate) fn eventfd(&self) -> Option<RawFd> {
         match self {
-            WRing::Own { eventfd, .. } => Some(eventfd.as_raw_fd()),
-            WRing::Loop { .. } => None,
+            WatcherRing::Own { eventfd, .. } => Some(eventfd.as_raw_fd()),
+            WatcherRing::Loop { .. } => None,
         }
     }
 
     /// The user_data the kernel sees for `ud` (the target of an AsyncCancel).
     pub(crate) fn tag(&self, ud: u64) -> u64 {
         match self {
-            WRing::Own { .. } => ud,
-            WRing::Loop { wid, .. } => WATCHER_MARK | (u64::from(*wid) << WATCHER_SHIFT) | ud,
+            WatcherRing::Own { .. } => ud,
+            WatcherRing::Loop { wid, .. } => Owner::Watcher {
+                id: *wid,
+                payload: ud & owner::WATCHER_PAYLOAD,
+            }
+            .encode(),
         }
     }
 
@@ -232,8 +136,8 @@ impl WRing {
     /// collected) every op of ours; nothing can be submitted any more.
     pub(crate) fn is_dead(&self) -> bool {
         match self {
-            WRing::Own { .. } => false,
-            WRing::Loop { ring, .. } => {
+            WatcherRing::Own { .. } => false,
+            WatcherRing::Loop { ring, .. } => {
                 let d = ring.get().inner().driver();
                 d.is_closed() || !d.engine.is_live()
             }
@@ -244,7 +148,7 @@ impl WRing {
     /// drained meanwhile go to `cqes`).
     pub(crate) fn push(&mut self, sqes: &[squeue::Entry], cqes: &mut Vec<Cqe>) -> io::Result<()> {
         match self {
-            WRing::Own { ring, .. } => loop {
+            WatcherRing::Own { ring, .. } => loop {
                 {
                     let mut sq = ring.submission();
                     if sq.capacity() - sq.len() >= sqes.len() {
@@ -260,7 +164,7 @@ impl WRing {
                 }
                 Self::own_submit(ring, cqes)?;
             },
-            WRing::Loop { ring, wid, .. } => {
+            WatcherRing::Loop { ring, wid, .. } => {
                 let mut d = ring.get().inner().driver();
                 if d.is_closed() || !d.engine.is_live() {
                     return Err(closed_ring());
@@ -297,8 +201,8 @@ impl WRing {
     /// before the file's slot is cleared or its dup closed).
     pub(crate) fn submit(&mut self, cqes: &mut Vec<Cqe>) -> io::Result<()> {
         match self {
-            WRing::Own { ring, .. } => Self::own_submit(ring, cqes),
-            WRing::Loop { ring, .. } => {
+            WatcherRing::Own { ring, .. } => Self::own_submit(ring, cqes),
+            WatcherRing::Loop { ring, .. } => {
                 let mut d = ring.get().inner().driver();
                 if d.is_closed() || !d.engine.is_live() {
                     return Ok(());
@@ -311,8 +215,8 @@ impl WRing {
     /// Moves the CQEs already available to us into `cqes`, without a syscall.
     pub(crate) fn collect(&mut self, cqes: &mut Vec<Cqe>) {
         match self {
-            WRing::Own { ring, .. } => Self::own_collect(ring, cqes),
-            WRing::Loop { ring, wid, .. } => {
+            WatcherRing::Own { ring, .. } => Self::own_collect(ring, cqes),
+            WatcherRing::Loop { ring, wid, .. } => {
                 ring.get().inner().driver().engine.take_watcher(*wid, cqes)
             }
         }
@@ -325,11 +229,11 @@ impl WRing {
     /// submits our SQEs.
     pub(crate) fn poll(&mut self, enter: bool, cqes: &mut Vec<Cqe>) -> io::Result<()> {
         match self {
-            WRing::Own { ring, defer, .. } => {
+            WatcherRing::Own { ring, defer, .. } => {
                 let to_submit = ring.submission().len() as u32;
                 let overflow = ring.submission().cq_overflow();
                 if to_submit > 0 || *defer || overflow {
-                    crate::uring::enter_nowait(
+                    crate::ring::enter::enter_nowait(
                         ring.as_raw_fd(),
                         to_submit,
                         IORING_ENTER_GETEVENTS,
@@ -338,13 +242,13 @@ impl WRing {
                 Self::own_collect(ring, cqes);
                 Ok(())
             }
-            WRing::Loop { ring, wid, fd, .. } => {
+            WatcherRing::Loop { ring, wid, fd, .. } => {
                 let mut d = ring.get().inner().driver();
                 let before = cqes.len();
                 d.engine.take_watcher(*wid, cqes);
                 if enter && cqes.len() == before && !d.is_closed() && d.engine.is_live() {
                     let n = d.engine.sq_pending();
-                    crate::uring::enter_nowait(*fd, n, IORING_ENTER_GETEVENTS)?;
+                    crate::ring::enter::enter_nowait(*fd, n, IORING_ENTER_GETEVENTS)?;
                     d.engine.drain_aside()?;
                     d.engine.take_watcher(*wid, cqes);
                 }
@@ -363,16 +267,16 @@ impl WRing {
         cqes: &mut Vec<Cqe>,
     ) -> io::Result<()> {
         match self {
-            WRing::Own { ring, .. } => {
+            WatcherRing::Own { ring, .. } => {
                 let fd = ring.as_raw_fd();
                 let to_submit = ring.submission().len() as u32;
                 let rc = py.detach(move || {
-                    crate::uring::enter(fd, to_submit, 1, IORING_ENTER_GETEVENTS, timeout)
+                    crate::ring::enter::enter(fd, to_submit, 1, IORING_ENTER_GETEVENTS, timeout)
                 });
                 Self::own_collect(ring, cqes);
                 rc.map(drop)
             }
-            WRing::Loop { ring, wid, fd, .. } => {
+            WatcherRing::Loop { ring, wid, fd, .. } => {
                 let pydriver = ring.get().inner();
                 let to_submit = {
                     let mut d = pydriver.driver();
@@ -384,7 +288,7 @@ impl WRing {
                 };
                 let fd = *fd;
                 let rc = py.detach(move || {
-                    crate::uring::enter(fd, to_submit, 1, IORING_ENTER_GETEVENTS, timeout)
+                    crate::ring::enter::enter(fd, to_submit, 1, IORING_ENTER_GETEVENTS, timeout)
                 });
                 let mut d = pydriver.driver();
                 if !d.is_closed() && d.engine.is_live() {
@@ -399,31 +303,33 @@ impl WRing {
     /// Registers `fd` in the fixed-file table; None: use a dup instead.
     pub(crate) fn register_file(&mut self, fd: RawFd) -> Option<u32> {
         match self {
-            WRing::Own { ring, files, .. } => files.register(ring, fd),
-            WRing::Loop { ring, .. } => ring.get().inner().driver().engine.register_file(fd),
+            WatcherRing::Own { ring, files, .. } => files.register(ring, fd),
+            WatcherRing::Loop { ring, .. } => ring.get().inner().driver().engine.register_file(fd),
         }
     }
 
     /// Empties a fixed-file slot (the ring drops its reference to the socket).
     pub(crate) fn clear_slot(&mut self, slot: u32, ours: bool) {
         match self {
-            WRing::Own { ring, files, .. } => files.clear(Some(ring), slot, ours),
-            WRing::Loop { ring, .. } => ring.get().inner().driver().engine.clear_file(slot, ours),
+            WatcherRing::Own { ring, files, .. } => files.clear(Some(ring), slot, ours),
+            WatcherRing::Loop { ring, .. } => {
+                ring.get().inner().driver().engine.clear_file(slot, ours)
+            }
         }
     }
 
     /// Whether direct accepts are possible (a fixed-file table is registered).
     pub(crate) fn has_files(&self) -> bool {
         match self {
-            WRing::Own { files, .. } => files.cap > 0,
-            WRing::Loop { ring, .. } => ring
+            WatcherRing::Own { files, .. } => files.has_slots(),
+            WatcherRing::Loop { ring, .. } => ring
                 .get()
                 .inner()
                 .driver()
                 .engine
                 .files
                 .as_ref()
-                .is_some_and(|f| f.cap > 0),
+                .is_some_and(FileTable::has_slots),
         }
     }
 
@@ -432,8 +338,8 @@ impl WRing {
     pub(crate) fn bufring(&self, nbufs: u16, bufsize: usize) -> Option<BufRing> {
         let bgid = self.bgid();
         match self {
-            WRing::Own { ring, .. } => BufRing::new(ring, nbufs, bufsize, bgid).ok(),
-            WRing::Loop { ring, .. } => {
+            WatcherRing::Own { ring, .. } => BufRing::new(ring, nbufs, bufsize, bgid).ok(),
+            WatcherRing::Loop { ring, .. } => {
                 let d = ring.get().inner().driver();
                 BufRing::new(d.engine.io_uring().ok()?, nbufs, bufsize, bgid).ok()
             }
@@ -443,8 +349,8 @@ impl WRing {
     /// Unregisters the buffer ring (every CQE that could use it has been reaped).
     pub(crate) fn drop_bufring(&self, pool: &mut BufRing) {
         match self {
-            WRing::Own { ring, .. } => pool.unregister(ring),
-            WRing::Loop { ring, .. } => {
+            WatcherRing::Own { ring, .. } => pool.unregister(ring),
+            WatcherRing::Loop { ring, .. } => {
                 let d = ring.get().inner().driver();
                 if d.engine.is_live() {
                     if let Ok(r) = d.engine.io_uring() {
@@ -458,7 +364,7 @@ impl WRing {
     /// The Watcher is closed: a loop's ring forgets it (or, with CQEs still due
     /// because its memory was leaked, keeps counting them for its own shutdown).
     pub(crate) fn leave(&self) {
-        if let WRing::Loop { ring, wid, .. } = self {
+        if let WatcherRing::Loop { ring, wid, .. } = self {
             ring.get().inner().driver().engine.remove_watcher(*wid);
         }
     }

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::{ffi, PyTraverseError, PyVisit};
 
-use super::bufring::PoolMem;
+use crate::ring::bufring::PoolMem;
 
 /// Data received into the watcher's buffer ring, handed to Python as
 /// `OpResult.buffer`. Valid until the next `wait_io`; a buffer-protocol export

@@ -14,21 +14,21 @@ use pyo3::prelude::*;
 
 use crate::buffers::View;
 use crate::conn::recv::Arm;
-use crate::uring::py::Ring;
+use crate::pydriver::ring::Ring;
 
-use super::bufring::BufRing;
 use super::conn::Conn;
 use super::ops::{Kind, Msg, Op};
-use super::ring::WRing;
+use super::ring::WatcherRing;
 use super::view::{OpResult, RingView};
 use super::{addr, ConnFreedError, WatcherClosedError};
+use crate::ring::bufring::BufRing;
 
 /// The native Watcher. Used through `ringio.Watcher`, which maps sockets to
 /// connection ids and wraps accepted fds into socket objects.
 #[pyclass(module = "ringio._core", name = "WatcherCore")]
 pub struct WatcherCore {
-    /// Its own ring, or the event loop's (`ring::WRing`); None once closed.
-    pub(super) ring: Option<WRing>,
+    /// Its own ring, or the event loop's (`ring::WatcherRing`); None once closed.
+    pub(super) ring: Option<WatcherRing>,
     pub(super) owner: std::thread::ThreadId,
     /// Only the owner thread may use the ring (SINGLE_ISSUER, or the loop's ring).
     pub(super) one_thread: bool,
@@ -66,7 +66,7 @@ pub struct WatcherCore {
 }
 
 impl WatcherCore {
-    pub(super) fn ring(&mut self) -> &mut WRing {
+    pub(super) fn ring(&mut self) -> &mut WatcherRing {
         self.ring
             .as_mut()
             .expect("ring is open while the watcher is not closed")
@@ -92,7 +92,7 @@ impl WatcherCore {
     /// back every op (the loop waited for them), so the Watcher closes too; its
     /// pending ops come back from one last wait_io with WatcherClosedError.
     pub(super) fn check_loop(&mut self, py: Python<'_>) {
-        if !self.closed && self.ring.as_ref().is_some_and(WRing::is_dead) {
+        if !self.closed && self.ring.as_ref().is_some_and(WatcherRing::is_dead) {
             self.closed_why = "the Watcher's event loop closed the ring they shared \
                                (the loop was closed, or moved to another thread)";
             self.shutdown(py);
@@ -145,7 +145,7 @@ impl WatcherCore {
 
     /// Submits queued SQEs and collects CQEs without waiting. On a loop's ring,
     /// `enter`: when its select reaped nothing for us, enter the kernel ourselves
-    /// (see `WRing::poll`).
+    /// (see `WatcherRing::poll`).
     pub(super) fn poll_kernel(&mut self, py: Python<'_>, enter: bool) -> PyResult<()> {
         let ring = self.ring.as_mut().expect("open");
         ring.poll(enter, &mut self.cqes)
@@ -188,9 +188,9 @@ impl WatcherCore {
         let wring = match ring {
             Some(r) => {
                 let waker = waker.unwrap_or_else(|| py.None());
-                WRing::on_loop(py, &r, waker)?
+                WatcherRing::on_loop(py, &r, waker)?
             }
-            None => WRing::own(entries).map_err(|e| {
+            None => WatcherRing::own(entries).map_err(|e| {
                 let errno = e.raw_os_error().unwrap_or(libc::EIO);
                 let why = crate::errors::strerror(errno);
                 PyOSError::new_err((
@@ -526,7 +526,7 @@ impl WatcherCore {
                 },
             }
             self.process(py);
-            if self.ring.as_ref().is_some_and(WRing::is_dead) {
+            if self.ring.as_ref().is_some_and(WatcherRing::is_dead) {
                 // The loop closed its ring while we waited on it.
                 self.check_loop(py);
                 break;
@@ -550,7 +550,7 @@ impl WatcherCore {
 
     /// Resets the eventfd (asyncio reader callback).
     fn drain_eventfd(&self) {
-        if let Some(fd) = self.ring.as_ref().and_then(WRing::eventfd) {
+        if let Some(fd) = self.ring.as_ref().and_then(WatcherRing::eventfd) {
             crate::sys::eventfd_drain(fd);
         }
     }
@@ -558,7 +558,10 @@ impl WatcherCore {
     /// The eventfd that becomes readable when completions arrive (-1 when there is
     /// none: closed, or on an event loop's ring).
     fn fileno(&self) -> RawFd {
-        self.ring.as_ref().and_then(WRing::eventfd).unwrap_or(-1)
+        self.ring
+            .as_ref()
+            .and_then(WatcherRing::eventfd)
+            .unwrap_or(-1)
     }
 
     /// Whether the Watcher shares an event loop's ring.
@@ -607,7 +610,7 @@ impl WatcherCore {
     fn info(&self) -> (bool, bool, usize, usize) {
         let p = self.pool.as_ref();
         (
-            self.ring.as_ref().is_some_and(WRing::defer),
+            self.ring.as_ref().is_some_and(WatcherRing::defer),
             self.mshot_recv_ok,
             p.map_or(0, |p| p.nbufs as usize),
             p.map_or(0, BufRing::free),

@@ -1,6 +1,7 @@
 //! The io_uring engine: one ring, SQEs pushed at submit, CQEs reaped in batches.
+//! Its Python face, `uring.Ring`, is `crate::pydriver::ring`.
 
-pub mod py;
+mod encode;
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -9,49 +10,16 @@ use std::time::Duration;
 use io_uring::{opcode, squeue, types, IoUring};
 
 use crate::engine::{CancelOutcome, Engine, RawCompletion, Request, Submitted, Waiter};
-use crate::op::OpCode;
+use crate::ring::enter::{enter, enter_to_submit, IORING_ENTER_GETEVENTS};
+pub use crate::ring::setup::{probe, Options, Setup};
 
-/// user_data of the ring's own SQEs (cancellations): their CQEs are not ops'.
-pub(crate) const INTERNAL_TOKEN: u64 = u64::MAX;
-/// user_data bit of SQEs pushed by the event loop's native core (`crate::loopcore`),
-/// not by the Driver: their CQEs are set aside for the core instead of being matched
-/// to Python ops. Driver tokens count up from 1 and never reach it.
-pub(crate) const SIDE_BIT: u64 = 1 << 63;
-/// user_data of a loop-bound Watcher's SQEs (`crate::net`): both top bits set (the
-/// loop core's tokens keep bit 62 clear), the Watcher's id in bits 50..62 (never
-/// 0xfff, so no token equals INTERNAL_TOKEN) and the Watcher's own user_data below.
-/// Their CQEs go to that Watcher's sink instead of the Driver or the loop core.
-pub(crate) const WATCHER_MARK: u64 = 3 << 62;
-pub(crate) const WATCHER_SHIFT: u32 = 50;
-pub(crate) const WATCHER_LOW: u64 = (1 << WATCHER_SHIFT) - 1;
-/// Watcher ids are 1..=MAX_WATCHERS (12 bits, 0xfff excluded).
-const MAX_WATCHERS: usize = 0xffe;
-/// The most a single read or write transfers (the kernel's MAX_RW_COUNT).
-const MAX_RW_COUNT: usize = 0x7fff_f000;
+// Whose each CQE is (`crate::ring::owner`): the Driver's ops are matched to Python
+// ops; the loop core's (`crate::loopcore`) are set aside for it ("side" CQEs); a
+// loop-bound Watcher's (`crate::net`) go to that Watcher's sink.
+use crate::ring::owner::{self, Owner};
 
-pub(crate) const IORING_ENTER_GETEVENTS: u32 = 1;
 /// How many times `run_deferred` re-enters for work that arrived while it ran.
 const RUN_DEFERRED_ROUNDS: usize = 8;
-const IORING_ENTER_EXT_ARG: u32 = 8;
-
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Options {
-    pub entries: u32,
-    /// Kernel SQ polling thread with this idle time (ms); opt-in, costly on small machines.
-    pub sqpoll_idle_ms: Option<u32>,
-    /// Allow SINGLE_ISSUER + DEFER_TASKRUN: completions then appear only when the
-    /// creating thread enters the kernel, so only that thread may use the ring.
-    pub single_issuer: bool,
-}
-
-/// Which setup the running kernel accepted.
-#[derive(Clone, Debug)]
-pub struct Setup {
-    pub flags: Vec<&'static str>,
-    pub sq_entries: u32,
-    pub cq_entries: u32,
-    pub defer_taskrun: bool,
-}
 
 pub struct UringEngine {
     /// Dropped (unmapped and its fd closed) by `shutdown`, once every in-flight
@@ -62,14 +30,14 @@ pub struct UringEngine {
     eventfd: Option<OwnedFd>,
     setup: Setup,
     live: bool,
-    /// CQEs of side SQEs (see `SIDE_BIT`), reaped but not yet taken by the loop core.
+    /// CQEs of side SQEs (`Owner::LoopCore`), reaped but not yet taken by the loop core.
     side: Vec<RawCompletion>,
     /// Side SQEs whose final CQE has not arrived: `shutdown` waits for them too,
     /// since the kernel may still read or fill the loop core's buffers.
     side_inflight: usize,
     /// The loop core's provided-buffer ring, registered on this ring. Declared after
     /// `ring` and cleared after it in `shutdown`: its memory must outlive the ring.
-    pub(crate) bufring: Option<crate::net::bufring::BufRing>,
+    pub(crate) bufring: Option<crate::ring::bufring::BufRing>,
     /// Driver CQEs reaped by a loop-bound Watcher's own wait (`reap_aside`): the
     /// next `reap_now` returns them first.
     held: Vec<RawCompletion>,
@@ -79,7 +47,7 @@ pub struct UringEngine {
     signalled: Vec<u16>,
     /// The fixed-file table the loop-bound Watchers share (registered on first use;
     /// `Some(table with cap 0)` when the kernel refused it).
-    pub(crate) files: Option<crate::net::ring::FileTable>,
+    pub(crate) files: Option<crate::ring::files::FileTable>,
 }
 
 /// The completions of one loop-bound Watcher, set aside at reap time.
@@ -97,69 +65,27 @@ pub(crate) struct WatcherSink {
     orphan: bool,
 }
 
-fn build(opts: &Options, attempt: usize) -> io::Result<(IoUring, Setup)> {
-    let mut b = IoUring::builder();
-    let mut flags = vec!["SUBMIT_ALL", "CLAMP"];
-    b.setup_submit_all()
-        .setup_clamp()
-        .setup_cqsize(opts.entries.saturating_mul(4));
-    let defer = opts.single_issuer && attempt == 0 && opts.sqpoll_idle_ms.is_none();
-    if defer {
-        // TASKRUN_FLAG: the kernel sets IORING_SQ_TASKRUN while completions wait
-        // for the owner to enter (see `UringEngine::run_deferred`).
-        b.setup_single_issuer()
-            .setup_defer_taskrun()
-            .setup_taskrun_flag();
-        flags.extend(["SINGLE_ISSUER", "DEFER_TASKRUN", "TASKRUN_FLAG"]);
-    } else if attempt <= 1 {
-        b.setup_coop_taskrun();
-        flags.push("COOP_TASKRUN");
-    }
-    if let Some(idle) = opts.sqpoll_idle_ms {
-        b.setup_sqpoll(idle);
-        flags.push("SQPOLL");
-    }
-    let ring = b.build(opts.entries)?;
-    let setup = Setup {
-        flags,
-        sq_entries: ring.params().sq_entries(),
-        cq_entries: ring.params().cq_entries(),
-        defer_taskrun: defer,
-    };
-    Ok((ring, setup))
-}
-
 impl UringEngine {
     /// Sets up a ring with the best flags the running kernel accepts: DEFER_TASKRUN
     /// (when allowed), else COOP_TASKRUN, else neither.
     pub fn new(opts: Options) -> io::Result<Self> {
-        let mut last = None;
-        for attempt in 0..3 {
-            match build(&opts, attempt) {
-                Ok((ring, setup)) => {
-                    let eventfd = crate::sys::eventfd()?;
-                    ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
-                    return Ok(Self {
-                        owner: setup.defer_taskrun.then(|| std::thread::current().id()),
-                        ring: Some(ring),
-                        eventfd: Some(eventfd),
-                        setup,
-                        live: true,
-                        side: Vec::new(),
-                        side_inflight: 0,
-                        bufring: None,
-                        held: Vec::new(),
-                        sinks: Vec::new(),
-                        signalled: Vec::new(),
-                        files: None,
-                    });
-                }
-                // EINVAL: a flag this kernel does not know; anything else is final.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL)))
+        let (ring, setup) = crate::ring::setup::build(&opts)?;
+        let eventfd = crate::sys::eventfd()?;
+        ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+        Ok(Self {
+            owner: setup.defer_taskrun.then(|| std::thread::current().id()),
+            ring: Some(ring),
+            eventfd: Some(eventfd),
+            setup,
+            live: true,
+            side: Vec::new(),
+            side_inflight: 0,
+            bufring: None,
+            held: Vec::new(),
+            sinks: Vec::new(),
+            signalled: Vec::new(),
+            files: None,
+        })
     }
 
     pub fn setup(&self) -> &Setup {
@@ -200,7 +126,7 @@ impl UringEngine {
         }
         let wid = match self.sinks.iter().skip(1).position(Option::is_none) {
             Some(i) => i + 1,
-            None if self.sinks.len() <= MAX_WATCHERS => {
+            None if self.sinks.len() <= usize::from(owner::MAX_WATCHER_ID) => {
                 self.sinks.push(None);
                 self.sinks.len() - 1
             }
@@ -237,7 +163,6 @@ impl UringEngine {
     /// kernel to make room when the SQ is full, reaping aside if the kernel wants
     /// the CQ drained first.
     pub(crate) fn push_watcher(&mut self, wid: u16, sqes: &[squeue::Entry]) -> io::Result<()> {
-        let tag = WATCHER_MARK | (u64::from(wid) << WATCHER_SHIFT);
         for _ in 0..1000 {
             let room = {
                 let sq = self.ring_mut()?.submission();
@@ -247,7 +172,13 @@ impl UringEngine {
                 let mut sq = self.ring_mut()?.submission();
                 for sqe in sqes {
                     let ud = sqe.get_user_data();
-                    let e = sqe.clone().user_data(tag | (ud & WATCHER_LOW));
+                    let e = sqe.clone().user_data(
+                        Owner::Watcher {
+                            id: wid,
+                            payload: ud & owner::WATCHER_PAYLOAD,
+                        }
+                        .encode(),
+                    );
                     // SAFETY: the Watcher keeps every buffer, timespec, msghdr and
                     // address its SQEs point to until their final CQE is reaped.
                     unsafe { sq.push(&e) }.expect("SQ has room");
@@ -394,7 +325,7 @@ impl UringEngine {
     pub(crate) fn ensure_files(&mut self) {
         if self.files.is_none() {
             if let Some(ring) = self.ring.as_ref() {
-                self.files = Some(crate::net::ring::FileTable::setup(ring));
+                self.files = Some(crate::ring::files::FileTable::setup(ring));
             }
         }
     }
@@ -431,7 +362,7 @@ impl UringEngine {
 
     /// Runs deferred task work and flushes overflowed CQEs into the CQ.
     /// Pushes one SQE of the loop core; `counted`: a CQE without MORE will end it
-    /// (cancels carry INTERNAL_TOKEN and are not counted).
+    /// (cancels carry `owner::INTERNAL` and are not counted).
     pub(crate) fn push_side(&mut self, sqe: squeue::Entry, counted: bool) -> io::Result<()> {
         self.push_all(&[&mut sqe.clone()])?;
         if counted {
@@ -468,7 +399,7 @@ impl UringEngine {
         bgid: u16,
     ) -> io::Result<()> {
         if self.bufring.is_none() {
-            let br = crate::net::bufring::BufRing::new(self.ring()?, nbufs, bufsize, bgid)?;
+            let br = crate::ring::bufring::BufRing::new(self.ring()?, nbufs, bufsize, bgid)?;
             self.bufring = Some(br);
         }
         Ok(())
@@ -559,38 +490,39 @@ impl UringEngine {
         };
         for cqe in ring.completion() {
             let ud = cqe.user_data();
-            if ud == INTERNAL_TOKEN {
-                continue;
-            }
-            if ud & WATCHER_MARK == WATCHER_MARK {
-                let wid = ((ud >> WATCHER_SHIFT) & 0xfff) as usize;
-                let flags = cqe.flags();
-                if let Some(Some(s)) = self.sinks.get_mut(wid) {
-                    if !io_uring::cqueue::more(flags) {
-                        s.inflight = s.inflight.saturating_sub(1);
-                    }
-                    if !s.orphan {
-                        s.cqes.push((ud & WATCHER_LOW, cqe.result(), flags));
-                        if !s.signalled {
-                            s.signalled = true;
-                            self.signalled.push(wid as u16);
+            match Owner::decode(ud) {
+                Owner::Internal => continue,
+                Owner::Watcher { id, payload } => {
+                    let flags = cqe.flags();
+                    if let Some(Some(s)) = self.sinks.get_mut(usize::from(id)) {
+                        if !io_uring::cqueue::more(flags) {
+                            s.inflight = s.inflight.saturating_sub(1);
+                        }
+                        if !s.orphan {
+                            s.cqes.push((payload, cqe.result(), flags));
+                            if !s.signalled {
+                                s.signalled = true;
+                                self.signalled.push(id);
+                            }
                         }
                     }
+                    continue;
                 }
-                continue;
-            }
-            if ud & SIDE_BIT != 0 {
-                let more = io_uring::cqueue::more(cqe.flags());
-                if !more {
-                    self.side_inflight = self.side_inflight.saturating_sub(1);
+                Owner::LoopCore(_) => {
+                    let more = io_uring::cqueue::more(cqe.flags());
+                    if !more {
+                        self.side_inflight = self.side_inflight.saturating_sub(1);
+                    }
+                    // The whole user_data: the core decodes its own bits from it.
+                    self.side.push(RawCompletion {
+                        token: ud,
+                        res: i64::from(cqe.result()),
+                        res2: i64::from(cqe.flags()),
+                        more,
+                    });
+                    continue;
                 }
-                self.side.push(RawCompletion {
-                    token: ud,
-                    res: i64::from(cqe.result()),
-                    res2: i64::from(cqe.flags()),
-                    more,
-                });
-                continue;
+                Owner::Driver(_) => {}
             }
             out.push(RawCompletion {
                 token: cqe.user_data(),
@@ -605,188 +537,6 @@ impl UringEngine {
         }
         n
     }
-
-    fn encode(req: &Request<'_>) -> io::Result<squeue::Entry> {
-        let op = req.op;
-        let fd = types::Fd(op.fd);
-        let offset = op.offset as u64; // -1 (u64::MAX): at the file position
-        let prio = op.ioprio.unwrap_or(0);
-        let len = req.len.min(MAX_RW_COUNT) as u32;
-        if op.resfd.is_some() {
-            // A per-op eventfd is kernel AIO's; io_uring signals its own.
-            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
-        }
-        let fs = op.fs.as_deref();
-        let path =
-            |p: &Option<std::ffi::CString>| p.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
-        let einval = || io::Error::from_raw_os_error(libc::EINVAL);
-        Ok(match op.code {
-            OpCode::Read => opcode::Read::new(fd, req.buf, len)
-                .offset(offset)
-                .rw_flags(op.rw_flags)
-                .ioprio(prio)
-                .build(),
-            OpCode::Write => opcode::Write::new(fd, req.buf, len)
-                .offset(offset)
-                .rw_flags(op.rw_flags)
-                .ioprio(prio)
-                .build(),
-            OpCode::Readv => opcode::Readv::new(fd, req.iovecs.as_ptr(), req.iovecs.len() as u32)
-                .offset(offset)
-                .rw_flags(op.rw_flags)
-                .ioprio(prio)
-                .build(),
-            OpCode::Writev => opcode::Writev::new(fd, req.iovecs.as_ptr(), req.iovecs.len() as u32)
-                .offset(offset)
-                .rw_flags(op.rw_flags)
-                .ioprio(prio)
-                .build(),
-            OpCode::Fsync => opcode::Fsync::new(fd).build(),
-            OpCode::Fdsync => opcode::Fsync::new(fd)
-                .flags(types::FsyncFlags::DATASYNC)
-                .build(),
-            OpCode::Poll => opcode::PollAdd::new(fd, op.poll_events).build(),
-            OpCode::Noop => opcode::Nop::new().build(),
-            OpCode::Close => opcode::Close::new(fd).build(),
-            OpCode::OpenAt => {
-                let a = fs.ok_or_else(einval)?;
-                opcode::OpenAt::new(types::Fd(a.dirfd), path(&a.path))
-                    .flags(a.flags)
-                    .mode(a.mode)
-                    .build()
-            }
-            OpCode::Statx => {
-                let a = fs.ok_or_else(einval)?;
-                let buf = a.statx.as_ref().ok_or_else(einval)?;
-                opcode::Statx::new(types::Fd(a.dirfd), path(&a.path), buf.as_mut_ptr().cast())
-                    .flags(a.flags)
-                    .mask(a.mode)
-                    .build()
-            }
-            OpCode::Ftruncate => {
-                let a = fs.ok_or_else(einval)?;
-                opcode::Ftruncate::new(fd, a.length).build()
-            }
-            OpCode::Fallocate => {
-                let a = fs.ok_or_else(einval)?;
-                opcode::Fallocate::new(fd, a.length)
-                    .offset(offset)
-                    .mode(a.flags)
-                    .build()
-            }
-            OpCode::RenameAt => {
-                let a = fs.ok_or_else(einval)?;
-                opcode::RenameAt::new(
-                    types::Fd(a.dirfd),
-                    path(&a.path),
-                    types::Fd(a.dirfd2),
-                    path(&a.path2),
-                )
-                .flags(a.flags as u32)
-                .build()
-            }
-            OpCode::UnlinkAt => {
-                let a = fs.ok_or_else(einval)?;
-                opcode::UnlinkAt::new(types::Fd(a.dirfd), path(&a.path))
-                    .flags(a.flags)
-                    .build()
-            }
-            OpCode::MkdirAt => {
-                let a = fs.ok_or_else(einval)?;
-                opcode::MkDirAt::new(types::Fd(a.dirfd), path(&a.path))
-                    .mode(a.mode)
-                    .build()
-            }
-            OpCode::SymlinkAt => {
-                let a = fs.ok_or_else(einval)?;
-                opcode::SymlinkAt::new(types::Fd(a.dirfd2), path(&a.path), path(&a.path2)).build()
-            }
-            OpCode::LinkAt => {
-                let a = fs.ok_or_else(einval)?;
-                opcode::LinkAt::new(
-                    types::Fd(a.dirfd),
-                    path(&a.path),
-                    types::Fd(a.dirfd2),
-                    path(&a.path2),
-                )
-                .flags(a.flags)
-                .build()
-            }
-        })
-    }
-}
-
-/// io_uring_enter: submits `to_submit` SQEs and, with GETEVENTS in `flags`, waits for
-/// `min_complete` CQEs for at most `timeout` (EXT_ARG, Linux 5.11). EINTR and ETIME
-/// are returned to the caller.
-/// Enters without waiting for completions: submits `to_submit` SQEs and (with
-/// GETEVENTS) runs deferred task work. A busy or interrupted kernel is not an error
-/// here: whatever was not done is done by the next enter.
-pub(crate) fn enter_nowait(ring_fd: RawFd, to_submit: u32, flags: u32) -> io::Result<()> {
-    match enter(ring_fd, to_submit, 0, flags, None) {
-        Ok(_) => Ok(()),
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
-            ) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// io_uring_enter calls made through `enter` by this process (tests: the loop's
-/// select should enter the kernel once per iteration).
-static ENTERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-pub(crate) fn enter_count() -> u64 {
-    ENTERS.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-pub(crate) fn enter(
-    ring_fd: RawFd,
-    to_submit: u32,
-    min_complete: u32,
-    flags: u32,
-    timeout: Option<Duration>,
-) -> io::Result<usize> {
-    #[repr(C)]
-    struct GeteventsArg {
-        sigmask: u64,
-        sigmask_sz: u32,
-        min_wait_usec: u32,
-        ts: u64,
-    }
-    let ts = timeout.map(|t| {
-        types::Timespec::new()
-            .sec(t.as_secs())
-            .nsec(t.subsec_nanos())
-    });
-    let arg = GeteventsArg {
-        sigmask: 0,
-        sigmask_sz: 0,
-        min_wait_usec: 0,
-        ts: ts
-            .as_ref()
-            .map_or(0, |t| t as *const types::Timespec as u64),
-    };
-    ENTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    // SAFETY: `arg` and the timespec it points to outlive the call; the kernel reads
-    // exactly size_of::<GeteventsArg>() bytes, as EXT_ARG specifies.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_io_uring_enter,
-            ring_fd,
-            to_submit,
-            min_complete,
-            flags | IORING_ENTER_EXT_ARG,
-            &arg as *const GeteventsArg,
-            std::mem::size_of::<GeteventsArg>(),
-        )
-    };
-    crate::sys::cvt(rc).map(|n| n as usize)
 }
 
 impl Engine for UringEngine {
@@ -812,7 +562,7 @@ impl Engine for UringEngine {
     }
 
     fn prepare(&mut self, req: &Request<'_>, token: u64) -> io::Result<squeue::Entry> {
-        Ok(Self::encode(req)?.user_data(token))
+        Ok(encode::encode(req)?.user_data(token))
     }
 
     fn stage(&mut self, batch: &mut [&mut squeue::Entry]) -> UringLaunch {
@@ -866,7 +616,7 @@ impl Engine for UringEngine {
         let target = slot.get_user_data();
         let sqe = opcode::AsyncCancel::new(target)
             .build()
-            .user_data(INTERNAL_TOKEN);
+            .user_data(owner::INTERNAL);
         self.push_all(&[&mut sqe.clone()])?;
         self.enter_submit()?;
         Ok(CancelOutcome::Requested)
@@ -888,7 +638,7 @@ impl Engine for UringEngine {
         // buffers: cancel everything and wait for every in-flight CQE first.
         let cancel_all = opcode::AsyncCancel2::new(types::CancelBuilder::any())
             .build()
-            .user_data(INTERNAL_TOKEN);
+            .user_data(owner::INTERNAL);
         self.push_all(&[&mut cancel_all.clone()])?;
         self.enter_submit()?;
         let mut seen = 0;
@@ -948,23 +698,6 @@ impl UringLaunch {
     }
 }
 
-fn enter_to_submit(ring_fd: RawFd, to_submit: u32) -> io::Result<usize> {
-    // SAFETY: no argument pointers; the kernel consumes SQEs that were published in
-    // the SQ (with release ordering) before this call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_io_uring_enter,
-            ring_fd,
-            to_submit,
-            0u32,
-            0u32,
-            0usize,
-            0usize,
-        )
-    };
-    crate::sys::cvt(rc).map(|n| n as usize)
-}
-
 #[derive(Clone, Copy)]
 pub struct UringWaiter {
     ring_fd: RawFd,
@@ -981,44 +714,4 @@ impl Waiter for UringWaiter {
     ) -> io::Result<()> {
         enter(self.ring_fd, 0, min as u32, IORING_ENTER_GETEVENTS, timeout).map(drop)
     }
-}
-
-/// The opcodes the running kernel supports, by ringio's names.
-pub fn probe() -> io::Result<Vec<(&'static str, bool)>> {
-    let ring = IoUring::new(2)?;
-    let mut probe = io_uring::Probe::new();
-    ring.submitter().register_probe(&mut probe)?;
-    Ok([
-        ("read", opcode::Read::CODE),
-        ("write", opcode::Write::CODE),
-        ("readv", opcode::Readv::CODE),
-        ("writev", opcode::Writev::CODE),
-        ("fsync", opcode::Fsync::CODE),
-        ("poll_add", opcode::PollAdd::CODE),
-        ("nop", opcode::Nop::CODE),
-        ("openat", opcode::OpenAt::CODE),
-        ("close", opcode::Close::CODE),
-        ("statx", opcode::Statx::CODE),
-        ("ftruncate", opcode::Ftruncate::CODE),
-        ("fallocate", opcode::Fallocate::CODE),
-        ("renameat", opcode::RenameAt::CODE),
-        ("unlinkat", opcode::UnlinkAt::CODE),
-        ("mkdirat", opcode::MkDirAt::CODE),
-        ("symlinkat", opcode::SymlinkAt::CODE),
-        ("linkat", opcode::LinkAt::CODE),
-        ("async_cancel", opcode::AsyncCancel::CODE),
-        ("accept", opcode::Accept::CODE),
-        ("connect", opcode::Connect::CODE),
-        ("send", opcode::Send::CODE),
-        ("recv", opcode::Recv::CODE),
-        ("sendmsg", opcode::SendMsg::CODE),
-        ("recvmsg", opcode::RecvMsg::CODE),
-        ("timeout", opcode::Timeout::CODE),
-        ("link_timeout", opcode::LinkTimeout::CODE),
-        ("splice", opcode::Splice::CODE),
-        ("send_zc", opcode::SendZc::CODE),
-    ]
-    .into_iter()
-    .map(|(name, code)| (name, probe.is_supported(code)))
-    .collect())
 }

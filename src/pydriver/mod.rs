@@ -1,8 +1,13 @@
 //! The Python-facing behaviour every synchronous engine class shares
 //! (`ringio.aio.Context`, `ringio.uring.Ring`): submit, wait with the GIL
-//! released, reap, cancel, close.
+//! released, reap, cancel, close; and those two classes (`aio_context`, `ring`).
 
-use std::sync::{Mutex, MutexGuard, TryLockError};
+pub mod aio_context;
+pub mod ring;
+
+use std::sync::{Mutex, MutexGuard};
+
+pub(crate) use crate::sync::{lock, try_lock};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -20,21 +25,6 @@ pub struct PyDriver<E: Engine> {
     /// Completions reaped but not yet handed out: by a wait that a signal
     /// interrupted, or by close(). Handed out first, so none is lost.
     backlog: Mutex<Vec<Py<Completion>>>,
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section leaves the data consistent, so poisoning is harmless.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// `lock`, if no one holds the mutex (for what must not wait for it: the GC's
-/// slots, and the checks a `Drop` run by the GC makes).
-pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    match m.try_lock() {
-        Ok(g) => Some(g),
-        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
-        Err(TryLockError::WouldBlock) => None,
-    }
 }
 
 fn extract_ops<'py>(ops: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, Op>>> {

@@ -4,10 +4,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::{Options, UringEngine};
+use super::PyDriver;
 use crate::errors;
 use crate::op::{Completion, Op};
-use crate::pydriver::PyDriver;
+use crate::uring::{Options, UringEngine};
 
 /// An io_uring instance with a registered eventfd.
 ///
@@ -242,5 +242,5 @@ impl Ring {
 /// kernel's OSError where io_uring itself is refused (seccomp, io_uring_disabled).
 #[pyfunction]
 pub fn probe(py: Python<'_>) -> PyResult<Vec<(&'static str, bool)>> {
-    super::probe().map_err(|e| errors::io_error(py, &e, None))
+    crate::uring::probe().map_err(|e| errors::io_error(py, &e, None))
 }

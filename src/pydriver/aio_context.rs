@@ -3,10 +3,10 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use super::AioEngine;
+use super::PyDriver;
+use crate::aio::AioEngine;
 use crate::errors;
 use crate::op::{Completion, Op};
-use crate::pydriver::PyDriver;
 
 /// A kernel AIO context (io_setup) with its own eventfd.
 ///
@@ -147,7 +147,7 @@ static PROBE: std::sync::OnceLock<Result<(), i32>> = std::sync::OnceLock::new();
 /// it holds a few events of `fs.aio-max-nr` and one page, once per process.
 #[pyfunction]
 pub fn _aio_probe(py: Python<'_>) -> PyResult<()> {
-    let outcome = PROBE.get_or_init(|| match super::abi::io_setup(1) {
+    let outcome = PROBE.get_or_init(|| match crate::aio::abi::io_setup(1) {
         Ok(_kept) => Ok(()),
         Err(e) => Err(e.raw_os_error().unwrap_or(libc::EIO)),
     });

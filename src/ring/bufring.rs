@@ -12,7 +12,7 @@ use std::sync::Arc;
 use io_uring::types::BufRingEntry;
 use io_uring::IoUring;
 
-/// The buffers' memory. Shared (`Arc`) with every [`super::RingView`] handed to
+/// The buffers' memory. Shared (`Arc`) with every view of a buffer handed to
 /// Python, so a view kept past `close()` still points at mapped memory.
 pub struct PoolMem {
     base: *mut u8,
@@ -163,7 +163,7 @@ pub struct BufRing {
     pub nbufs: u16,
     pub bgid: u16,
     /// Buffers currently in the ring (the kernel may pick them).
-    pub available: usize,
+    available: usize,
     /// Buffers neither in the ring nor in use, the most recently returned last. The
     /// ring is topped up from the end, so that a small working set of buffers that
     /// are still in the CPU caches cycles instead of every buffer of the pool in
@@ -256,6 +256,18 @@ impl BufRing {
         self.target
     }
 
+    /// Buffers in the ring now, which the kernel may pick.
+    pub fn available(&self) -> usize {
+        self.available
+    }
+
+    /// The kernel took a buffer from the ring: a CQE carried IORING_CQE_F_BUFFER.
+    /// The buffer is the caller's until it is given back (`give`).
+    pub fn consumed(&mut self) {
+        debug_assert!(self.available > 0, "a buffer consumed from an empty ring");
+        self.available -= 1;
+    }
+
     /// Buffers not in use: in the ring or spare.
     pub fn free(&self) -> usize {
         self.available + self.spare.len()
@@ -292,34 +304,37 @@ mod tests {
 
     /// The ring entries from the kernel's head (0, nothing consumed) to our tail.
     fn provided(r: &BufRing) -> Vec<u16> {
-        r.entries.last_bids(r.available as u16)
+        r.entries.last_bids(r.available() as u16)
     }
 
     #[test]
     fn provides_a_small_window_refilled_most_recent_first() {
-        // The kernel's side is simulated (it "takes" buffers by lowering
-        // `available`), so the ring need not be registered: this runs under Miri.
+        // The kernel's side is simulated (each buffer it takes is `consumed`, as a
+        // CQE with F_BUFFER reports it), so the ring need not be registered: this
+        // runs under Miri.
         let mut r = BufRing::unregistered(64, 4096, 7).unwrap();
         r.refill();
-        assert_eq!((r.available, r.free()), (INITIAL_TARGET, 64));
+        assert_eq!((r.available(), r.free()), (INITIAL_TARGET, 64));
         assert_eq!(provided(&r), (0..8).collect::<Vec<u16>>());
         // The kernel takes 0, 1, 2 (our count drops as their CQEs are handled).
-        r.available -= 3;
+        for _ in 0..3 {
+            r.consumed();
+        }
         // Given back in the order 2, 0, 1: refill provides the last one given first.
         for bid in [2, 0, 1] {
             r.give(bid);
         }
         r.refill();
-        assert_eq!(r.available, 8);
+        assert_eq!(r.available(), 8);
         assert_eq!(&provided(&r)[5..], &[1, 0, 2]);
         assert_eq!(r.free(), 64);
         // Ran out: twice as many provided, up to nbufs.
         r.grow();
-        assert_eq!((r.available, r.free()), (16, 64));
+        assert_eq!((r.available(), r.free()), (16, 64));
         for _ in 0..5 {
             r.grow();
         }
-        assert_eq!(r.available, 64);
+        assert_eq!(r.available(), 64);
     }
 
     #[test]
@@ -327,20 +342,22 @@ mod tests {
         let mut r = BufRing::unregistered(64, 4096, 7).unwrap();
         r.set_cap(12);
         r.refill();
-        assert_eq!(r.available, INITIAL_TARGET);
+        assert_eq!(r.available(), INITIAL_TARGET);
         r.grow();
-        assert_eq!((r.target(), r.available), (12, 12));
+        assert_eq!((r.target(), r.available()), (12, 12));
         r.grow();
         assert_eq!(r.target(), 12);
         // Lowered below the window: the ring keeps what it has, refills to the cap.
         r.set_cap(4);
         assert_eq!(r.target(), 4);
-        r.available -= 10; // the kernel takes 10 of the 12
+        for _ in 0..10 {
+            r.consumed(); // the kernel takes 10 of the 12
+        }
         for bid in 0..10 {
             r.give(bid);
         }
         r.refill();
-        assert_eq!(r.available, 4);
+        assert_eq!(r.available(), 4);
         assert_eq!(r.free(), 64);
         // Raised again: grow doubles up to it.
         r.set_cap(64);
@@ -357,7 +374,7 @@ mod tests {
         let Ok(mut r) = BufRing::new(&ring, 64, 4096, 7) else {
             return; // no buffer rings on this kernel
         };
-        assert_eq!((r.available, r.free()), (INITIAL_TARGET, 64));
+        assert_eq!((r.available(), r.free()), (INITIAL_TARGET, 64));
         r.unregister(&ring);
     }
 }

@@ -5,6 +5,8 @@
 //! only when the op is submitted and released when its completion is reaped, so a
 //! finished op no longer pins its buffers.
 
+pub mod fs;
+
 use std::os::fd::RawFd;
 use std::sync::Mutex;
 
@@ -112,14 +114,14 @@ pub struct Op {
     pub data: Py<PyAny>,
     pub status: Mutex<Status>,
     /// Arguments of path and file-table operations.
-    pub fs: Option<Box<crate::fsops::FsArgs>>,
+    pub fs: Option<Box<fs::FsArgs>>,
 }
 
 impl Op {
     pub fn status(&self) -> std::sync::MutexGuard<'_, Status> {
         // A panic while holding this lock cannot leave Status inconsistent (plain
         // field stores), so a poisoned lock is still usable.
-        crate::pydriver::lock(&self.status)
+        crate::sync::lock(&self.status)
     }
 
     /// Acquires the buffer views this op hands to the kernel.
@@ -294,7 +296,7 @@ impl Op {
             return Ok(None);
         }
         // SAFETY: the op is done, so the kernel no longer writes the buffer.
-        let fields = crate::fsops::statx_fields(unsafe { buf.bytes() });
+        let fields = fs::statx_fields(unsafe { buf.bytes() });
         Ok(Some(fields.into_pyobject(py)?.into_any().unbind()))
     }
 

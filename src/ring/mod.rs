@@ -1,0 +1,16 @@
+//! The io_uring layer: what every client of a ring shares, knowing nothing of the
+//! clients (the file Driver in `crate::uring`, the loop core, the Watcher).
+//!
+//! - `setup`: the one ladder of setup flags, and the opcode probe;
+//! - `enter`: io_uring_enter;
+//! - `bufring`: a provided-buffer ring and the memory behind it;
+//! - `files`: the fixed-file table;
+//! - `owner`: the user_data codec, which says whose a completion is.
+//!
+//! Nothing here imports another module of the crate but `sys`.
+
+pub mod bufring;
+pub mod enter;
+pub mod files;
+pub mod owner;
+pub mod setup;
