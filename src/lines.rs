@@ -515,8 +515,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         slot(ffi::Py_am_send, iter_send as *mut c_void),
         slot(
             ffi::Py_tp_doc,
-            c"LineIter(file): `async for` over a ringio file's lines; see ringio/_file.py.".as_ptr()
-                as *mut c_void,
+            c"LineIter(file): `async for` over a ringio file's lines; see ringio/_io/lines.py."
+                .as_ptr() as *mut c_void,
         ),
         slot(0, ptr::null_mut()),
     ];

@@ -22,8 +22,9 @@ PACKAGE = ROOT / "python" / "ringio"
 
 # Module paths relative to the ``ringio`` package, bottom to top. A module
 # belongs to the entry naming it or its nearest listed parent package;
-# ``__init__`` is ``ringio`` itself. ``_file`` and ``_io`` are the same layer:
-# the file objects, in one module or split into a package. ``aio`` and
+# ``__init__`` is ``ringio`` itself. The file objects (``_io``) are layered as
+# CPython's ``io`` is: binary files over the shared base, text over binary,
+# ``open`` assembling them. ``aio`` and
 # ``uring`` are thin Python faces of the native kernel interfaces, which the
 # file engines use too (``uring.stat_result``). ``compat`` adapts ringio's
 # public API (``ringio.open``) to other libraries' and ``ringio`` never imports it.
@@ -32,7 +33,12 @@ PY_LAYERS: list[set[str]] = [
     {"_proactor", "_ring_hook"},
     {"aio", "uring"},
     {"_engines"},
-    {"_file", "_io"},
+    {"_io.base"},
+    {"_io.lines", "_io.direct", "_io.positional"},
+    {"_io.binary"},
+    {"_io.text"},
+    {"_io.open"},
+    {"_io"},
     {"os", "tempfile"},
     {"loop"},
     {"watcher"},

@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import aio, tempfile, uring, watcher
 from ._core import AlignedBuffer, PartialSubmitError, dio_alignment
 from ._engines import EngineInfo, engine_info
-from ._file import AsyncBufferedFile, AsyncFileIO, AsyncTextFile, open
+from ._io import AsyncBufferedFile, AsyncFileIO, AsyncTextFile, open
 from .loop import EventLoop, install, new_event_loop, run
 from .loop._asyncio_compat import HAS_POLICIES
 from .watcher import (

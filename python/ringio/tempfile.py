@@ -44,7 +44,7 @@ from concurrent.futures import Executor
 from typing import Any, Generic, TypeVar
 
 from . import _engines
-from ._file import AsyncBufferedFile, AsyncFileIO, AsyncTextFile, _open, _parse_mode
+from ._io import AsyncBufferedFile, AsyncFileIO, AsyncTextFile, _open, _parse_mode
 
 __all__ = [
     "AsyncSpooledTemporaryFile",

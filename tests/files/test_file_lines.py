@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ringio
-import ringio._file as rfile
+import ringio._io.binary as rbinary
+import ringio._io.text as rtext
 from ringio import _core
 
 NEWLINES = [None, "", "\n", "\r", "\r\n"]
@@ -50,10 +51,10 @@ def small_chunks(monkeypatch):
     """Sets the line-read chunk sizes (binary and text) to `n` bytes."""
 
     def set_chunk(n: int) -> None:
-        monkeypatch.setattr(rfile, "CHUNK_MIN", n)
-        monkeypatch.setattr(rfile, "CHUNK_MAX", max(n, 2 * n))
-        monkeypatch.setattr(rfile, "TEXT_CHUNK_MAX", max(n, 2 * n))
-        monkeypatch.setattr(rfile.AsyncTextFile, "_CHUNK", n)
+        monkeypatch.setattr(rbinary, "CHUNK_MIN", n)
+        monkeypatch.setattr(rbinary, "CHUNK_MAX", max(n, 2 * n))
+        monkeypatch.setattr(rtext, "TEXT_CHUNK_MAX", max(n, 2 * n))
+        monkeypatch.setattr(rtext.AsyncTextFile, "_CHUNK", n)
 
     return set_chunk
 

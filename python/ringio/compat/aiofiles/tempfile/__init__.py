@@ -12,9 +12,9 @@ from functools import singledispatch
 from typing import Any
 
 from ringio import tempfile as _rt
-from ringio._file import AsyncBufferedFile
-from ringio._file import AsyncFileIO as _RingioFileIO
-from ringio._file import AsyncTextFile as _RingioTextFile
+from ringio._io import AsyncBufferedFile
+from ringio._io import AsyncFileIO as _RingioFileIO
+from ringio._io import AsyncTextFile as _RingioTextFile
 
 from ..base import AiofilesContextManager
 from ..threadpool.binary import AsyncBufferedIOBase, AsyncBufferedReader, AsyncFileIO

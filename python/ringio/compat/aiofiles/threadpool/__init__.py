@@ -13,9 +13,9 @@ from functools import singledispatch
 from typing import Any
 
 import ringio
-from ringio._file import AsyncBufferedFile
-from ringio._file import AsyncFileIO as _RingioFileIO
-from ringio._file import AsyncTextFile as _RingioTextFile
+from ringio._io import AsyncBufferedFile
+from ringio._io import AsyncFileIO as _RingioFileIO
+from ringio._io import AsyncTextFile as _RingioTextFile
 from ringio.tempfile import AsyncTemporaryFileWrapper
 
 from ..base import AiofilesContextManager

@@ -19,7 +19,7 @@ import weakref
 from typing import Any
 
 from ringio import _engines
-from ringio._file import AsyncBufferedFile, AsyncTextFile
+from ringio._io import AsyncBufferedFile, AsyncTextFile
 
 
 class _StdBinary(AsyncBufferedFile):

@@ -1,0 +1,76 @@
+"""O_DIRECT for binary files: unaligned buffers, offsets and sizes go through
+aligned bounce buffers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from .._core import (
+    AlignedBuffer,
+)
+from .._engines.many import read_span
+
+
+class DirectIO:
+    """O_DIRECT reads and writes of a binary file, through aligned bounce buffers
+    (the file's ``_mem_align``/``_off_align``)."""
+
+    def _aligned_span(self, pos: int, n: int) -> tuple[int, int]:
+        start, length, _ = read_span(pos, n, self._off_align)
+        return start, start + length
+
+    async def _direct_read(self, n: int) -> bytes:
+        pos = await self._raw_pos()
+        start, end = self._aligned_span(pos, n)
+        bounce = AlignedBuffer(end - start, self._dio_align)
+        got = await self._eng.pread(self._fd, bounce, start, self._hint)
+        got = max(0, min(got - (pos - start), n))
+        self._pos = pos + got
+        return bytes(memoryview(bounce)[pos - start : pos - start + got])
+
+    async def _direct_write(self, data: Any) -> int:
+        """Writes `data` at the position through an aligned bounce buffer: the
+        partial blocks at either end are read first, and a file that grew by padding
+        is truncated back to its true size."""
+        mv = memoryview(data).cast("B")
+        n = len(mv)
+        if self._append:
+            self._pos = None
+        pos = await self._raw_pos()
+        size = (await self._eng.fstat(self._fd)).st_size
+        start, end = self._aligned_span(pos, n)
+        bounce = AlignedBuffer(end - start, self._dio_align)
+        bm = memoryview(bounce)
+        a = self._off_align
+        if pos != start and start < size:
+            await self._eng.pread(self._fd, bm[:a], start, self._hint)
+        if (pos + n) % a and end - a >= start and end - a < size and end - a >= pos:
+            await self._eng.pread(self._fd, bm[len(bm) - a :], end - a, self._hint)
+        bm[pos - start : pos - start + n] = mv
+        written = await self._eng.pwrite(self._fd, bounce, start, self._hint)
+        done = max(0, min(written - (pos - start), n))
+        new_size = max(size, pos + done)
+        if start + written > new_size:
+            await self._eng.ftruncate(self._fd, new_size)
+        self._pos = pos + done
+        return done
+
+    async def _direct_readinto(self, buf: memoryview) -> int | None:
+        """Reads straight into the caller's buffer when address, offset and size are
+        all aligned; None when a bounce buffer is needed."""
+        pos = await self._raw_pos()
+        n = len(buf)
+        if pos % self._off_align or n % self._off_align or n == 0:
+            return None
+        try:
+            c = (ctypes.c_char * n).from_buffer(buf)
+        except (TypeError, ValueError):
+            return None
+        if ctypes.addressof(c) % self._mem_align:
+            return None
+        del c
+        got = await self._eng.pread(self._fd, buf, pos, self._hint)
+        self._pos = pos + got
+        return got
