@@ -20,6 +20,7 @@ use crate::ring::enter::IORING_ENTER_GETEVENTS;
 use crate::ring::files::FileTable;
 use crate::ring::owner::{self, Owner};
 use crate::ring::setup::{self, Options};
+use crate::ring::submit;
 
 /// (user_data, res, flags) of one CQE.
 pub(crate) type Cqe = (u64, i32, u32);
@@ -157,7 +158,7 @@ impl WatcherRing {
                             // msghdrs, addresses) lives in a boxed op, a pinned buffer
                             // export or the buffer ring, all kept until the SQE's
                             // final CQE is reaped.
-                            unsafe { sq.push(sqe) }.expect("SQ has room");
+                            unsafe { submit::push(&mut sq, sqe) };
                         }
                         return Ok(());
                     }

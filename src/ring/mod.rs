@@ -5,6 +5,7 @@
 //! - `enter`: io_uring_enter;
 //! - `bufring`: a provided-buffer ring and the memory behind it;
 //! - `files`: the fixed-file table;
+//! - `submit`: the one place an SQE is pushed, and what a pusher promises;
 //! - `owner`: the user_data codec, which says whose a completion is.
 //!
 //! Nothing here imports another module of the crate but `sys`.
@@ -14,3 +15,4 @@ pub mod enter;
 pub mod files;
 pub mod owner;
 pub mod setup;
+pub mod submit;

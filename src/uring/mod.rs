@@ -17,6 +17,7 @@ pub use crate::ring::setup::{probe, Options, Setup};
 // ops; the loop core's (`crate::loopcore`) are set aside for it ("side" CQEs); a
 // loop-bound Watcher's (`crate::net`) go to that Watcher's sink.
 use crate::ring::owner::{self, Owner};
+use crate::ring::submit;
 
 /// How many times `run_deferred` re-enters for work that arrived while it ran.
 const RUN_DEFERRED_ROUNDS: usize = 8;
@@ -181,7 +182,7 @@ impl UringEngine {
                     );
                     // SAFETY: the Watcher keeps every buffer, timespec, msghdr and
                     // address its SQEs point to until their final CQE is reaped.
-                    unsafe { sq.push(&e) }.expect("SQ has room");
+                    unsafe { submit::push(&mut sq, &e) };
                 }
                 drop(sq);
                 if let Some(Some(s)) = self.sinks.get_mut(wid as usize) {
@@ -360,7 +361,6 @@ impl UringEngine {
             .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
     }
 
-    /// Runs deferred task work and flushes overflowed CQEs into the CQ.
     /// Pushes one SQE of the loop core; `counted`: a CQE without MORE will end it
     /// (cancels carry `owner::INTERNAL` and are not counted).
     pub(crate) fn push_side(&mut self, sqe: squeue::Entry, counted: bool) -> io::Result<()> {
@@ -450,8 +450,11 @@ impl UringEngine {
                 let mut sq = self.ring_mut()?.submission();
                 while next < batch.len() && !sq.is_full() {
                     // SAFETY: every SQE's buffers, iovecs, paths and statx buffer are
-                    // owned by its in-flight entry until its completion is reaped.
-                    unsafe { sq.push(batch[next]) }.expect("SQ has room");
+                    // owned by its in-flight entry until its completion is reaped
+                    // (the loop core's SQEs, pushed through `push_side`, point into
+                    // its transports' send queues and the provided-buffer ring,
+                    // kept until the final CQE in the same way).
+                    unsafe { submit::push(&mut sq, batch[next]) };
                     next += 1;
                 }
             }
