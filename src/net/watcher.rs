@@ -298,17 +298,10 @@ impl WatcherCore {
         full: bool,
     ) -> PyResult<()> {
         self.check(py)?;
-        let view = match &buf {
-            Some(b) => {
-                let v = View::writable(b)?;
-                if v.is_empty() {
-                    return Err(PyValueError::new_err("the read buffer is empty"));
-                }
-                Some(v)
-            }
-            None if full => return Err(PyValueError::new_err("read_full needs a buffer")),
-            None => None,
-        };
+        if full && buf.is_none() {
+            return Err(PyValueError::new_err("read_full needs a buffer"));
+        }
+        let view = read_view(buf.as_ref())?;
         self.conn_or_err(cid)?;
         let kind = if full { Kind::ReadFull } else { Kind::Read };
         let slot = self.new_op(kind, cid, ctx, conn, deadline);
@@ -328,16 +321,7 @@ impl WatcherCore {
         buf: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         self.check(py)?;
-        let view = match &buf {
-            Some(b) => {
-                let v = View::writable(b)?;
-                if v.is_empty() {
-                    return Err(PyValueError::new_err("the read buffer is empty"));
-                }
-                Some(v)
-            }
-            None => None,
-        };
+        let view = read_view(buf.as_ref())?;
         self.conn_or_err(cid)?;
         let slot = self.new_op(Kind::ReadFrom, cid, ctx, conn, None);
         let op = self.op(slot);
@@ -641,4 +625,16 @@ impl Drop for WatcherCore {
             });
         }
     }
+}
+
+/// The writable view of a read's buffer, if the caller gave one (without one the
+/// read receives into a provided buffer). An empty buffer is refused: a read into
+/// it would complete at once with 0, which means end of stream.
+fn read_view(buf: Option<&Bound<'_, PyAny>>) -> PyResult<Option<View>> {
+    let Some(b) = buf else { return Ok(None) };
+    let v = View::writable(b)?;
+    if v.is_empty() {
+        return Err(PyValueError::new_err("the read buffer is empty"));
+    }
+    Ok(Some(v))
 }
