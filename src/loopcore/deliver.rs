@@ -3,6 +3,8 @@
 //! resumed transports' backlogs.
 
 use pyo3::exceptions::PyRuntimeError;
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -14,6 +16,7 @@ use super::action::{bytes_from_segs, with_bufring, Action, Payload};
 use super::callbacks::{Callbacks, Method, Receiver};
 use super::iteration::HandleKinds;
 use super::pybytes::new_bytes;
+use super::transport::Conn;
 use super::{CoreState, LoopCore, BIG_BUFSIZE};
 
 impl LoopCore {
@@ -48,41 +51,13 @@ impl LoopCore {
                 self.deliver(py, slot, gen, &cb, payload, ring.as_ref())
             }
             Action::Eof(slot, gen) => {
-                let cb = {
-                    let mut inner = self.lock();
-                    let Some(c) = inner.conn(slot, gen) else {
-                        return Ok(());
-                    };
-                    if !c.life.is_live() {
-                        return Ok(());
-                    }
-                    if !c.reading || !c.backlog.is_empty() {
-                        c.pending_eof = true;
-                        return Ok(());
-                    }
-                    c.callbacks.clone()
-                };
-                match cb {
+                match self.end_of_stream(slot, gen, |c| c.pending_eof = true) {
                     Some(cb) => cb.call(py, Method::Eof, None),
                     None => Ok(()),
                 }
             }
             Action::ReadErr(slot, gen, e) => {
-                let cb = {
-                    let mut inner = self.lock();
-                    let Some(c) = inner.conn(slot, gen) else {
-                        return Ok(());
-                    };
-                    if !c.life.is_live() {
-                        return Ok(());
-                    }
-                    if !c.reading || !c.backlog.is_empty() {
-                        c.pending_err = Some(e);
-                        return Ok(());
-                    }
-                    c.callbacks.clone()
-                };
-                match cb {
+                match self.end_of_stream(slot, gen, |c| c.pending_err = Some(e)) {
                     Some(cb) => cb.call(py, Method::ReadError, Some(e)),
                     None => Ok(()),
                 }
@@ -142,6 +117,27 @@ impl LoopCore {
                 }
             }
         }
+    }
+
+    /// The callbacks to tell of a receive's end (EOF or a read error) now, or None:
+    /// the transport is gone or closing, or it must hear of it later, after its
+    /// backlog, when it resumes reading (`defer` marks it pending for then).
+    fn end_of_stream(
+        &self,
+        slot: u32,
+        gen: u32,
+        defer: impl FnOnce(&mut Conn),
+    ) -> Option<Arc<Callbacks>> {
+        let mut inner = self.lock();
+        let c = inner.conn(slot, gen)?;
+        if !c.life.is_live() {
+            return None;
+        }
+        if !c.reading || !c.backlog.is_empty() {
+            defer(c);
+            return None;
+        }
+        c.callbacks.clone()
     }
 
     /// Whether running `action` would call no Python code: a `SendDone` that
