@@ -570,6 +570,9 @@ mod tests {
     }
 
     #[test]
+    // `forget_in_flight` leaks the chunks on purpose (a replaced ring may still read
+    // them), and Miri reports every leak as an error.
+    #[cfg_attr(miri, ignore = "leaks the in-flight chunks by design")]
     fn a_forgotten_send_counts_as_sent() {
         let mut q = Queue::new();
         q.write_copy(b"gone");
@@ -582,6 +585,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "calls socketpair and sendmsg")]
     fn send_now_sends_and_advances() {
         let mut fds = [0; 2];
         // SAFETY: socketpair fills the two fds of `fds`.
