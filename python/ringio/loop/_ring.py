@@ -102,10 +102,6 @@ class LoopRing:
         return self._ring
 
     @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
     def ops_in_flight(self) -> int:
         """Ops in flight on the ring other than the selector's polls (file ops,
         the loop's own ``sock_*`` ops, transports' and Watchers' ops)."""
