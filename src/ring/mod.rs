@@ -6,7 +6,9 @@
 //! - `bufring`: a provided-buffer ring and the memory behind it;
 //! - `files`: the fixed-file table;
 //! - `submit`: the one place an SQE is pushed, and what a pusher promises;
-//! - `owner`: the user_data codec, which says whose a completion is.
+//! - `owner`: the user_data codec, which says whose a completion is;
+//! - `route`: the completion router, which hands each CQE to its owner's sink and
+//!   counts each client's ops in flight.
 //!
 //! Nothing here imports another module of the crate but `sys`.
 
@@ -14,5 +16,6 @@ pub mod bufring;
 pub mod enter;
 pub mod files;
 pub mod owner;
+pub mod route;
 pub mod setup;
 pub mod submit;

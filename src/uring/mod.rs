@@ -17,6 +17,7 @@ pub use crate::ring::setup::{probe, Options, Setup};
 // ops; the loop core's (`crate::loopcore`) are set aside for it ("side" CQEs); a
 // loop-bound Watcher's (`crate::net`) go to that Watcher's sink.
 use crate::ring::owner::{self, Owner};
+use crate::ring::route::{Completion, CompletionSink, Counted, Router, Sinks, Take};
 use crate::ring::submit;
 
 /// How many times `run_deferred` re-enters for work that arrived while it ran.
@@ -33,9 +34,10 @@ pub struct UringEngine {
     live: bool,
     /// CQEs of side SQEs (`Owner::LoopCore`), reaped but not yet taken by the loop core.
     side: Vec<RawCompletion>,
-    /// Side SQEs whose final CQE has not arrived: `shutdown` waits for them too,
-    /// since the kernel may still read or fill the loop core's buffers.
-    side_inflight: usize,
+    /// Hands each CQE to its owner, and counts the loop core's and each Watcher's
+    /// ops whose final CQE has not arrived: `shutdown` waits for them too, since
+    /// the kernel may still read or fill their buffers.
+    router: Router,
     /// The loop core's provided-buffer ring, registered on this ring. Declared after
     /// `ring` and cleared after it in `shutdown`: its memory must outlive the ring.
     pub(crate) bufring: Option<crate::ring::bufring::BufRing>,
@@ -55,9 +57,6 @@ pub struct UringEngine {
 pub(crate) struct WatcherSink {
     /// (user_data without the Watcher bits, res, flags), in CQ order.
     cqes: Vec<(u64, i32, u32)>,
-    /// SQEs whose final CQE has not arrived: `shutdown` waits for them, since the
-    /// kernel may still fill the Watcher's buffers.
-    inflight: usize,
     signalled: bool,
     /// Called (by the loop core, after its select) when CQEs arrived.
     waker: Option<pyo3::Py<pyo3::PyAny>>,
@@ -80,7 +79,7 @@ impl UringEngine {
             setup,
             live: true,
             side: Vec::new(),
-            side_inflight: 0,
+            router: Router::new(),
             bufring: None,
             held: Vec::new(),
             sinks: Vec::new(),
@@ -135,7 +134,6 @@ impl UringEngine {
         };
         self.sinks[wid] = Some(WatcherSink {
             cqes: Vec::new(),
-            inflight: 0,
             signalled: false,
             waker: Some(waker),
             orphan: false,
@@ -146,9 +144,10 @@ impl UringEngine {
     /// The Watcher is closed. With CQEs still due (it leaked its memory rather
     /// than wait), the sink stays, counting them, so `shutdown` still waits.
     pub(crate) fn remove_watcher(&mut self, wid: u16) {
+        let in_flight = self.router.in_flight(Counted::Watcher(wid));
         if let Some(slot) = self.sinks.get_mut(wid as usize) {
             match slot {
-                Some(s) if s.inflight > 0 => {
+                Some(s) if in_flight > 0 => {
                     s.orphan = true;
                     s.cqes.clear();
                     s.waker = None;
@@ -185,9 +184,7 @@ impl UringEngine {
                     unsafe { submit::push(&mut sq, &e) };
                 }
                 drop(sq);
-                if let Some(Some(s)) = self.sinks.get_mut(wid as usize) {
-                    s.inflight += sqes.len();
-                }
+                self.router.submitted(Counted::Watcher(wid), sqes.len());
                 return Ok(());
             }
             let before = self.sq_pending();
@@ -347,7 +344,7 @@ impl UringEngine {
 
     /// SQEs of loop-bound Watchers whose final CQE has not arrived.
     pub(crate) fn watchers_inflight(&self) -> usize {
-        self.sinks.iter().flatten().map(|s| s.inflight).sum()
+        self.router.watchers_in_flight()
     }
 
     /// Loop-bound Watchers on this ring (closed ones still waiting for CQEs too).
@@ -366,7 +363,7 @@ impl UringEngine {
     pub(crate) fn push_side(&mut self, sqe: squeue::Entry, counted: bool) -> io::Result<()> {
         self.push_all(&[&mut sqe.clone()])?;
         if counted {
-            self.side_inflight += 1;
+            self.router.submitted(Counted::LoopCore, 1);
         }
         Ok(())
     }
@@ -486,59 +483,103 @@ impl UringEngine {
         }
     }
 
+    /// Routes the CQEs in the CQ: the Driver's into `out` (at most `max`, the rest
+    /// stay in the CQ), the loop core's into `side`, each Watcher's into its sink.
+    /// Returns how many went into `out`.
     fn drain_cq(&mut self, out: &mut Vec<RawCompletion>, max: usize) -> usize {
-        let mut n = 0;
         let Some(ring) = self.ring.as_mut() else {
             return 0;
         };
-        for cqe in ring.completion() {
-            let ud = cqe.user_data();
-            match Owner::decode(ud) {
-                Owner::Internal => continue,
-                Owner::Watcher { id, payload } => {
-                    let flags = cqe.flags();
-                    if let Some(Some(s)) = self.sinks.get_mut(usize::from(id)) {
-                        if !io_uring::cqueue::more(flags) {
-                            s.inflight = s.inflight.saturating_sub(1);
-                        }
-                        if !s.orphan {
-                            s.cqes.push((payload, cqe.result(), flags));
-                            if !s.signalled {
-                                s.signalled = true;
-                                self.signalled.push(id);
-                            }
-                        }
-                    }
-                    continue;
-                }
-                Owner::LoopCore(_) => {
-                    let more = io_uring::cqueue::more(cqe.flags());
-                    if !more {
-                        self.side_inflight = self.side_inflight.saturating_sub(1);
-                    }
-                    // The whole user_data: the core decodes its own bits from it.
-                    self.side.push(RawCompletion {
-                        token: ud,
-                        res: i64::from(cqe.result()),
-                        res2: i64::from(cqe.flags()),
-                        more,
-                    });
-                    continue;
-                }
-                Owner::Driver(_) => {}
-            }
-            out.push(RawCompletion {
-                token: cqe.user_data(),
-                res: i64::from(cqe.result()),
-                res2: i64::from(cqe.flags()),
-                more: io_uring::cqueue::more(cqe.flags()),
-            });
-            n += 1;
-            if n >= max {
-                break;
-            }
+        if max == 0 {
+            return 0;
         }
-        n
+        let before = out.len();
+        let mut sinks = OwnerSinks {
+            driver: DriverSink { out, left: max },
+            loop_core: &mut self.side,
+            watchers: &mut self.sinks,
+            signalled: &mut self.signalled,
+        };
+        self.router
+            .route(ring.completion().map(Completion::from), &mut sinks);
+        out.len() - before
+    }
+}
+
+/// A completion in the form the engines hand out (`flags` in `res2`).
+fn raw_completion(c: Completion) -> RawCompletion {
+    RawCompletion {
+        token: c.user_data,
+        res: i64::from(c.res),
+        res2: i64::from(c.flags),
+        more: c.more(),
+    }
+}
+
+/// The Driver's completions of one reap, at most `left` more.
+struct DriverSink<'a> {
+    out: &'a mut Vec<RawCompletion>,
+    left: usize,
+}
+
+impl CompletionSink for DriverSink<'_> {
+    fn take(&mut self, completion: Completion) -> Take {
+        self.out.push(raw_completion(completion));
+        self.left -= 1;
+        if self.left == 0 {
+            Take::Enough
+        } else {
+            Take::More
+        }
+    }
+}
+
+/// The loop core's completions, with the whole user_data: the core decodes its own
+/// bits from it.
+impl CompletionSink for Vec<RawCompletion> {
+    fn take(&mut self, completion: Completion) -> Take {
+        self.push(raw_completion(completion));
+        Take::More
+    }
+}
+
+impl CompletionSink for WatcherSink {
+    fn take(&mut self, completion: Completion) -> Take {
+        if !self.orphan {
+            self.cqes.push((
+                completion.user_data & owner::WATCHER_PAYLOAD,
+                completion.res,
+                completion.flags,
+            ));
+        }
+        Take::More
+    }
+}
+
+/// The sinks of one reap, by owner.
+struct OwnerSinks<'a> {
+    driver: DriverSink<'a>,
+    loop_core: &'a mut Vec<RawCompletion>,
+    watchers: &'a mut [Option<WatcherSink>],
+    /// Watchers whose sink got a CQE, for the loop to call their wakers.
+    signalled: &'a mut Vec<u16>,
+}
+
+impl Sinks for OwnerSinks<'_> {
+    fn sink_of(&mut self, owner: Owner) -> Option<&mut dyn CompletionSink> {
+        match owner {
+            Owner::Driver(_) => Some(&mut self.driver),
+            Owner::LoopCore(_) => Some(&mut *self.loop_core),
+            Owner::Watcher { id, .. } => {
+                let sink = self.watchers.get_mut(usize::from(id))?.as_mut()?;
+                if !sink.orphan && !sink.signalled {
+                    sink.signalled = true;
+                    self.signalled.push(id);
+                }
+                Some(sink)
+            }
+            Owner::Internal => None,
+        }
     }
 }
 
@@ -645,11 +686,11 @@ impl Engine for UringEngine {
         self.push_all(&[&mut cancel_all.clone()])?;
         self.enter_submit()?;
         let mut seen = 0;
-        while seen < in_flight || self.side_inflight > 0 || self.watchers_inflight() > 0 {
+        while seen < in_flight || self.router.total_in_flight() > 0 {
             let before = out.len();
             self.reap_now(out, usize::MAX)?;
             seen += out[before..].iter().filter(|c| !c.more).count();
-            if seen < in_flight || self.side_inflight > 0 || self.watchers_inflight() > 0 {
+            if seen < in_flight || self.router.total_in_flight() > 0 {
                 match enter(self.ring()?.as_raw_fd(), 0, 1, IORING_ENTER_GETEVENTS, None) {
                     Ok(_) => {}
                     Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
