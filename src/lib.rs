@@ -1,7 +1,7 @@
 //! ringio's native core: kernel I/O engines and the buffers they borrow from Python.
 //!
-//! One module per concern: `op` (what to do), `engine` (the submission/completion
-//! model and the in-flight table), `aio` (kernel AIO), `buffers`, `errors`, `sys`.
+//! One module per concern; `tests/test_layers.py` states their layers and checks
+//! that none imports upward. docs/architecture.md draws them.
 
 // Every `unsafe` block states the invariant that makes it sound (`make lint` denies
 // warnings, so a block without its `// SAFETY:` comment fails CI).
@@ -65,31 +65,36 @@ fn _enter_count() -> u64 {
     ring::enter::enter_count()
 }
 
-/// `gil_used = true`: on a free-threaded CPython (3.13t/3.14t) importing the module
-/// re-enables the GIL. ringio's rings are single-issuer, one per loop per thread, and
-/// that has not been tested without the GIL yet (docs/versions.md).
-#[pymodule(gil_used = true)]
-fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    sys::install_fork_handler();
-    op::register(m)?;
-    op::fs::register(m)?;
-    net::register(m)?;
-    lines::register(m)?;
-    loopcore::register(m)?;
-    m.add_class::<pydriver::aio_context::AioContext>()?;
-    m.add_function(wrap_pyfunction!(pydriver::aio_context::_aio_probe, m)?)?;
+/// Adds `ringio._core.NAME`, filled in by `fill`, and registers it in `sys.modules`
+/// so that `import ringio._core.NAME` and `from ringio._core.NAME import X` find it
+/// (an extension module's submodules are attributes, not packages, otherwise).
+fn add_submodule(
+    parent: &Bound<'_, PyModule>,
+    name: &str,
+    fill: impl FnOnce(&Bound<'_, PyModule>) -> PyResult<()>,
+) -> PyResult<()> {
+    let py = parent.py();
+    let qualified = format!("ringio._core.{name}");
+    let sub = PyModule::new(py, &qualified)?;
+    fill(&sub)?;
+    parent.add(name, &sub)?;
+    py.import("sys")?
+        .getattr("modules")?
+        .set_item(qualified, &sub)?;
+    Ok(())
+}
+
+/// The io_uring file ring (`ringio.uring`'s engine) and the kernel's opcode probe.
+fn fill_uring(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pydriver::ring::Ring>()?;
     m.add_function(wrap_pyfunction!(pydriver::ring::probe, m)?)?;
-    m.add_class::<buffers::AlignedBuffer>()?;
-    m.add_function(wrap_pyfunction!(fastpath::pread_nowait, m)?)?;
-    m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
-    m.add_function(wrap_pyfunction!(fs_type, m)?)?;
-    m.add_function(wrap_pyfunction!(_enter_count, m)?)?;
-    m.add(
-        "PartialSubmitError",
-        py.get_type::<errors::PartialSubmitError>(),
-    )?;
+    Ok(())
+}
+
+/// The kernel AIO context (`ringio.aio`'s engine), its probe and the iocb ABI.
+fn fill_aio(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<pydriver::aio_context::AioContext>()?;
+    m.add_function(wrap_pyfunction!(pydriver::aio_context::probe, m)?)?;
     for (name, value) in [
         ("IOCB_CMD_PREAD", aio::abi::IOCB_CMD_PREAD),
         ("IOCB_CMD_PWRITE", aio::abi::IOCB_CMD_PWRITE),
@@ -104,5 +109,36 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add("IOCB_FLAG_RESFD", aio::abi::IOCB_FLAG_RESFD)?;
     m.add("IOCB_FLAG_IOPRIO", aio::abi::IOCB_FLAG_IOPRIO)?;
+    Ok(())
+}
+
+/// The module `ringio._core`. Its submodules hold each engine and client of a ring:
+/// `uring` (the file ring), `aio` (kernel AIO), `loop` (the event loop's native
+/// core and transport writer), `net` (the Watcher). What every area shares stays at
+/// the top: ops and completions, the file-op functions, lines, aligned buffers.
+///
+/// `gil_used = true`: on a free-threaded CPython (3.13t/3.14t) importing the module
+/// re-enables the GIL. ringio's rings are single-issuer, one per loop per thread, and
+/// that has not been tested without the GIL yet (docs/versions.md).
+#[pymodule(gil_used = true)]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    sys::install_fork_handler();
+    op::register(m)?;
+    op::fs::register(m)?;
+    lines::register(m)?;
+    add_submodule(m, "uring", fill_uring)?;
+    add_submodule(m, "aio", fill_aio)?;
+    add_submodule(m, "loop", loopcore::register)?;
+    add_submodule(m, "net", net::register)?;
+    m.add_class::<buffers::AlignedBuffer>()?;
+    m.add_function(wrap_pyfunction!(fastpath::pread_nowait, m)?)?;
+    m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
+    m.add_function(wrap_pyfunction!(fs_type, m)?)?;
+    m.add_function(wrap_pyfunction!(_enter_count, m)?)?;
+    m.add(
+        "PartialSubmitError",
+        py.get_type::<errors::PartialSubmitError>(),
+    )?;
     Ok(())
 }

@@ -265,7 +265,7 @@ def _write(root: Path, files: dict[str, str]) -> None:
 
 FAKE_PY = {
     "ringio/__init__.py": "from .loop import EventLoop\n",
-    "ringio/_core.pyi": "",
+    "ringio/_core/__init__.pyi": "",
     "ringio/_proactor.py": "from ._core import Op\n",
     "ringio/_engines/__init__.py": "from .kernel import KernelEngine\n",
     "ringio/_engines/kernel.py": "from .. import _core\nfrom .._proactor import P\n",

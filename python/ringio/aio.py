@@ -40,16 +40,6 @@ from typing import Any
 
 from . import _core
 from ._core import (
-    IOCB_CMD_FDSYNC,
-    IOCB_CMD_FSYNC,
-    IOCB_CMD_NOOP,
-    IOCB_CMD_POLL,
-    IOCB_CMD_PREAD,
-    IOCB_CMD_PREADV,
-    IOCB_CMD_PWRITE,
-    IOCB_CMD_PWRITEV,
-    IOCB_FLAG_IOPRIO,
-    IOCB_FLAG_RESFD,
     Completion,
     Op,
     PartialSubmitError,
@@ -62,9 +52,21 @@ from ._core import (
     pwrite,
     pwritev,
 )
+from ._core.aio import (
+    IOCB_CMD_FDSYNC,
+    IOCB_CMD_FSYNC,
+    IOCB_CMD_NOOP,
+    IOCB_CMD_POLL,
+    IOCB_CMD_PREAD,
+    IOCB_CMD_PREADV,
+    IOCB_CMD_PWRITE,
+    IOCB_CMD_PWRITEV,
+    IOCB_FLAG_IOPRIO,
+    IOCB_FLAG_RESFD,
+)
 from ._proactor import Proactor
 
-Context = _core.AioContext
+Context = _core.aio.AioContext
 
 __all__ = [
     "IOCB_CMD_FDSYNC",

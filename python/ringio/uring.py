@@ -48,7 +48,7 @@ from ._core import (
     write,
 )
 
-Ring = _core.Ring
+Ring = _core.uring.Ring
 
 __all__ = [
     "AT_EMPTY_PATH",
@@ -88,7 +88,7 @@ AT_SYMLINK_NOFOLLOW = 0x100
 def probe() -> dict[str, bool]:
     """The io_uring opcodes the running kernel supports. Raises the kernel's
     OSError where io_uring itself is refused (seccomp, kernel.io_uring_disabled)."""
-    return dict(_core.probe())
+    return dict(_core.uring.probe())
 
 
 def fstat(fd: Any, *, data: Any = None) -> Op:

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from . import _ring_hook
-from ._core import (
+from ._core.net import (
     OP_ACCEPT,
     OP_CONNECT,
     OP_READ,

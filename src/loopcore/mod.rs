@@ -181,7 +181,7 @@ impl CoreState {
 
 /// The native half of `ringio.EventLoop`: stream transports on the loop's ring, and
 /// the selector's submit + wait + reap in one `io_uring_enter`.
-#[pyclass(module = "ringio._core", frozen)]
+#[pyclass(module = "ringio._core.loop", frozen)]
 pub struct LoopCore {
     inner: Mutex<CoreState>,
     /// What the select settles as a future (`isinstance`'s second argument): the

@@ -13,7 +13,7 @@ use crate::conn::send::SendQueue;
 use super::LoopCore;
 
 /// `transport.write` of a ring transport: bound to one transport's slot.
-#[pyclass(module = "ringio._core", frozen)]
+#[pyclass(module = "ringio._core.loop", frozen)]
 pub struct TransportWriter {
     pub(super) core: Py<LoopCore>,
     pub(super) slot: u32,

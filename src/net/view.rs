@@ -15,7 +15,7 @@ use crate::ring::bufring::PoolMem;
 /// (memoryview, a pending `write` of it) taken before then keeps the data in place
 /// until released. After that, reading it raises BufferError instead of showing
 /// bytes the kernel has since overwritten.
-#[pyclass(module = "ringio._core", frozen, name = "RingBuffer")]
+#[pyclass(module = "ringio._core.net", frozen, name = "RingBuffer")]
 pub struct RingView {
     pub(super) mem: Arc<PoolMem>,
     pub(super) off: usize,
@@ -106,7 +106,7 @@ impl RingView {
 }
 
 /// One completed operation, as gaio's OpResult.
-#[pyclass(module = "ringio._core", frozen, get_all, name = "OpResult")]
+#[pyclass(module = "ringio._core.net", frozen, get_all, name = "OpResult")]
 pub struct OpResult {
     /// OP_READ, OP_WRITE, OP_ACCEPT or OP_CONNECT.
     pub(super) operation: i32,

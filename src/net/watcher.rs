@@ -25,7 +25,7 @@ use crate::ring::bufring::BufRing;
 
 /// The native Watcher. Used through `ringio.Watcher`, which maps sockets to
 /// connection ids and wraps accepted fds into socket objects.
-#[pyclass(module = "ringio._core", name = "WatcherCore")]
+#[pyclass(module = "ringio._core.net", name = "WatcherCore")]
 pub struct WatcherCore {
     /// Its own ring, or the event loop's (`ring::WatcherRing`); None once closed.
     pub(super) ring: Option<WatcherRing>,

@@ -12,7 +12,7 @@ use crate::op::{Completion, Op};
 ///
 /// Every op submitted here signals the context's eventfd on completion (unless the op
 /// names its own `resfd`), so `fileno()` can drive an event loop.
-#[pyclass(module = "ringio._core", frozen)]
+#[pyclass(module = "ringio._core.aio", frozen)]
 pub struct AioContext {
     inner: PyDriver<AioEngine>,
 }
@@ -146,7 +146,7 @@ static PROBE: std::sync::OnceLock<Result<(), i32>> = std::sync::OnceLock::new();
 /// aio engine cost more than a whole small benchmark. The kernel frees it at exit;
 /// it holds a few events of `fs.aio-max-nr` and one page, once per process.
 #[pyfunction]
-pub fn _aio_probe(py: Python<'_>) -> PyResult<()> {
+pub fn probe(py: Python<'_>) -> PyResult<()> {
     let outcome = PROBE.get_or_init(|| match crate::aio::abi::io_setup(1) {
         Ok(_kept) => Ok(()),
         Err(e) => Err(e.raw_os_error().unwrap_or(libc::EIO)),

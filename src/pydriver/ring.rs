@@ -13,7 +13,7 @@ use crate::uring::{Options, UringEngine};
 ///
 /// Ops go into the submission queue at `submit()` (one io_uring_enter for the whole
 /// list); completions are collected by `get_events()` / `reap()`.
-#[pyclass(module = "ringio._core", frozen)]
+#[pyclass(module = "ringio._core.uring", frozen)]
 pub struct Ring {
     inner: PyDriver<UringEngine>,
     flags: Vec<&'static str>,

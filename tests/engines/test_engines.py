@@ -192,9 +192,9 @@ def test_the_aio_probe_is_one_context_per_process():
         "import ringio\n"
         "from ringio import _core, _engines\n"
         "nr = lambda: int(open('/proc/sys/fs/aio-nr').read())\n"
-        "a = nr(); _core._aio_probe(); b = nr()\n"
+        "a = nr(); _core.aio.probe(); b = nr()\n"
         "for _ in range(5):\n"
-        "    _core._aio_probe(); _engines.reset(); ringio.engine()\n"
+        "    _core.aio.probe(); _engines.reset(); ringio.engine()\n"
         "print(b - a, nr() - b)\n"
     )
     env = {**os.environ, "RINGIO_ENGINE": "aio"}

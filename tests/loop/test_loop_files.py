@@ -291,10 +291,10 @@ def test_iterations_stay_native_once_files_have_used_the_ring(tmp_path):
             f = await ringio.open(path, "rb")
             try:
                 assert await f.pread(4096, 0) == payload[:4096]
-                runs, iterations = loop.python_runs, _core.LoopCore.iterations()
+                runs, iterations = loop.python_runs, _core.loop.LoopCore.iterations()
                 for _ in range(2000):
                     await asyncio.sleep(0)
-                steps = (loop.python_runs - runs, _core.LoopCore.iterations() - iterations)
+                steps = (loop.python_runs - runs, _core.loop.LoopCore.iterations() - iterations)
                 reads = await asyncio.gather(*(f.pread(512, i * 512) for i in range(128)))
             finally:
                 await f.close()

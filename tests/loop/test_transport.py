@@ -1126,10 +1126,10 @@ def test_no_memory_for_received_bytes_fails_the_transport(loop, run, path):
             proto.transport.pause_reading()
             await loop.sock_sendall(cli, b"lost" * 100)
             await asyncio.sleep(0.05)
-            _core._fail_receive_allocations(1)
+            _core.loop._fail_receive_allocations(1)
             proto.transport.resume_reading()
         else:
-            _core._fail_receive_allocations(1)
+            _core.loop._fail_receive_allocations(1)
             await loop.sock_sendall(cli, _pattern(size))
         exc = await asyncio.wait_for(proto.done, 5)
         assert bytes(proto.data) == bytes(before)  # nothing after the hole, nor part of it
@@ -1140,7 +1140,7 @@ def test_no_memory_for_received_bytes_fails_the_transport(loop, run, path):
     try:
         exc = run(main())
     finally:
-        _core._fail_receive_allocations(0)
+        _core.loop._fail_receive_allocations(0)
     if path == "large receive":
         # No object to receive into: the transport fails as when the kernel had
         # written into one that could not be shrunk.

@@ -48,7 +48,7 @@ def uring_refusal() -> OSError | None:
     per process; the file engines' choice and ``ringio.new_event_loop`` share it."""
     if not _URING_REFUSAL:
         try:
-            _core.Ring(2).close()
+            _core.uring.Ring(2).close()
         except OSError as e:
             _URING_REFUSAL.append(e)
         else:
@@ -65,7 +65,7 @@ def _usable(name: str) -> str | None:
             if disabled == "2":
                 return "kernel.io_uring_disabled = 2"
         elif name == "aio":
-            _core._aio_probe()  # cached; a context closed here would cost ~30 ms
+            _core.aio.probe()  # cached; a context closed here would cost ~30 ms
     except FileNotFoundError:
         pass  # no such sysctl (before Linux 6.6): io_uring_setup alone decides
     except OSError as e:

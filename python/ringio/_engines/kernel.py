@@ -270,7 +270,7 @@ class UringFileEngine(KernelEngine):
         # Any other loop: a ring of the engine's own, used only from the loop's
         # thread (SINGLE_ISSUER + DEFER_TASKRUN where the kernel has them), whose
         # eventfd the loop watches.
-        ring = _core.Ring(entries, single_issuer=True)
+        ring = _core.uring.Ring(entries, single_issuer=True)
         proactor = StagingProactor(ring, weakref.proxy(loop), cancellable=lambda op: True)
         super().__init__(loop, ring, lambda op: True, proactor)
         self.thread_bound = True
@@ -371,7 +371,7 @@ class AioFileEngine(PoolPathOps, KernelEngine):
     name = "aio"
 
     def __init__(self, loop: asyncio.AbstractEventLoop, maxevents: int = 1024) -> None:
-        super().__init__(loop, _core.AioContext(maxevents), lambda op: op.command == "poll")
+        super().__init__(loop, _core.aio.AioContext(maxevents), lambda op: op.command == "poll")
 
     async def pread(
         self, fd: int, buf: Any, offset: int, hint: NowaitHint | None = None,

@@ -9,7 +9,7 @@ with the data, instead of waiting for readiness and then making the syscall.
 
 Stream sockets get a `RingSocketTransport` (``_transport.py``) whose receive
 (multishot RECV into provided buffers) and send queue run in the loop's native core
-(``ringio._core.LoopCore``), on the selector's ring, with protocol callbacks called
+(``ringio._core.loop.LoopCore``), on the selector's ring, with protocol callbacks called
 from the selector step. ``RINGIO_LOOP_TRANSPORT=selector`` keeps asyncio's own
 ``_SelectorSocketTransport`` (readiness-based, on the ring selector) instead.
 """
@@ -30,7 +30,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from .. import _ring_hook, uring
-from .._core import LoopCore as _LoopCore
+from .._core.loop import LoopCore as _LoopCore
 from .._engines import uring_refusal
 from . import _asyncio_compat as _compat
 from ._ring import LoopRing

@@ -8,7 +8,7 @@ its next submit, cancellation, and the delivery of completions to their owners:
 - file ops of ``ringio.open`` on this loop, through the ``LoopRingProactor``s
   registered with ``add_file_proactor``;
 - stream transports and loop-bound ``Watcher``s, whose completions the native
-  core (``core``, a ``ringio._core.LoopCore``) handles inside the wait;
+  core (``core``, a ``ringio._core.loop.LoopCore``) handles inside the wait;
 - the ``RingSelector``'s polls (data a ``PollTag``), handed back to the selector.
 
 The selector does readiness only: it asks ``wait`` to submit its polls with the
@@ -71,7 +71,7 @@ class LoopRing:
         self._closed = False
         # The native half of the loop: stream transports on this ring, and
         # submit + wait + reap in one io_uring_enter per wait.
-        self.core: Any = _core.LoopCore(
+        self.core: Any = _core.loop.LoopCore(
             (asyncio.Future, Lane), _asyncio_compat.report_callback_error
         )
         # File ops on this ring (``ringio._proactor.LoopRingProactor``): they get the

@@ -84,7 +84,7 @@ _SELECTS = [0]
 def select_count() -> int:
     """Waits on the ring by all RingSelectors of the process so far: their select()
     calls and the loop's native iterations."""
-    return _SELECTS[0] + _core.LoopCore.iterations()
+    return _SELECTS[0] + _core.loop.LoopCore.iterations()
 
 
 class RingSelector(selectors.BaseSelector):

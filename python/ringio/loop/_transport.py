@@ -4,9 +4,9 @@ Semantics are those of ``asyncio.selector_events._SelectorSocketTransport``; wha
 changes is where the bytes move (``docs/loop.md``, "The ring stream transport"):
 
 * receiving is a multishot io_uring ``RECV`` into provided buffers, run by the loop's
-  native core (``ringio._core.LoopCore``), which calls ``protocol.data_received``
+  native core (``ringio._core.loop.LoopCore``), which calls ``protocol.data_received``
   (or ``get_buffer``/``buffer_updated``) itself during the selector step;
-* ``write`` is native (``ringio._core.TransportWriter.write``, bound as the instance's
+* ``write`` is native (``ringio._core.loop.TransportWriter.write``, bound as the instance's
   ``write``): it queues the data, and the core sends every transport's queue with
   the loop's next ``io_uring_enter``.
 
@@ -92,7 +92,7 @@ class RingSocketTransport(_compat.FlowControlMixin, transports.Transport):  # ty
             self._loop.call_soon(_compat.set_result_unless_cancelled, waiter, None)
 
     def _core_writer(self, slot: int, gen: int) -> Any:
-        from .._core import TransportWriter
+        from .._core.loop import TransportWriter
 
         return TransportWriter(self._core, slot, gen, self)
 

@@ -1,0 +1,200 @@
+"""Type stubs for ringio's native core (Rust, PyO3): what every area shares.
+
+Each engine and client of a ring has its submodule: ``uring``, ``aio``, ``loop``,
+``net``.
+"""
+
+from collections.abc import Awaitable, Generator, Iterable
+from typing import Any, Literal, final
+
+from typing_extensions import Buffer
+
+from . import aio as aio
+from . import loop as loop
+from . import net as net
+from . import uring as uring
+
+FdLike = int | Any  # an int fd, or any object with fileno()
+
+class PartialSubmitError(OSError):
+    """The kernel accepted only the first `submitted` ops of a batch; `op` is the
+    first it refused."""
+
+    submitted: int
+    op: Op
+    fd: int
+
+@final
+class Op:
+    """One I/O operation; made by pread(), pwrite(), preadv(), ... Immutable."""
+
+    @property
+    def command(
+        self,
+    ) -> str: ...
+    @property
+    def fd(self) -> int: ...
+    @property
+    def file(self) -> Any: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def rw_flags(self) -> int: ...
+    @property
+    def priority(self) -> int | None: ...
+    @property
+    def resfd(self) -> int | None: ...
+    @property
+    def events(self) -> int: ...
+    @property
+    def data(self) -> Any: ...
+    @property
+    def buffer(self) -> Any: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def state(self) -> Literal["idle", "in_flight", "done"]: ...
+    @property
+    def result(self) -> int | None: ...
+    @property
+    def res2(self) -> int: ...
+    def statx_result(self) -> dict[str, Any] | None: ...
+
+@final
+class Completion:
+    """A reaped completion: the op and the kernel's result fields."""
+
+    @property
+    def op(self) -> Op: ...
+    @property
+    def data(self) -> Any: ...
+    @property
+    def res(self) -> int: ...
+    @property
+    def res2(self) -> int: ...
+    @property
+    def error(self) -> OSError | None: ...
+    def result(self) -> int: ...
+
+def pread(
+    fd: FdLike, buf: Buffer, offset: int = 0, *, rw_flags: int = 0,
+    priority: int | None = None, resfd: int | None = None, data: Any = None,
+) -> Op: ...
+def pwrite(
+    fd: FdLike, buf: Buffer, offset: int = 0, *, rw_flags: int = 0,
+    priority: int | None = None, resfd: int | None = None, data: Any = None,
+) -> Op: ...
+def preadv(
+    fd: FdLike, buffers: Iterable[Buffer], offset: int = 0, *, rw_flags: int = 0,
+    priority: int | None = None, resfd: int | None = None, data: Any = None,
+) -> Op: ...
+def pwritev(
+    fd: FdLike, buffers: Iterable[Buffer], offset: int = 0, *, rw_flags: int = 0,
+    priority: int | None = None, resfd: int | None = None, data: Any = None,
+) -> Op: ...
+def fsync(
+    fd: FdLike, *, priority: int | None = None, resfd: int | None = None, data: Any = None
+) -> Op: ...
+def fdsync(
+    fd: FdLike, *, priority: int | None = None, resfd: int | None = None, data: Any = None
+) -> Op: ...
+def poll(
+    fd: FdLike, events: int, *, priority: int | None = None, resfd: int | None = None,
+    data: Any = None,
+) -> Op: ...
+def noop(fd: FdLike, *, data: Any = None) -> Op: ...
+def read(
+    fd: FdLike, buf: Buffer, *, rw_flags: int = 0, priority: int | None = None, data: Any = None
+) -> Op: ...
+def write(
+    fd: FdLike, buf: Buffer, *, rw_flags: int = 0, priority: int | None = None, data: Any = None
+) -> Op: ...
+
+PathLike = str | bytes | Any
+
+def openat(
+    path: PathLike, flags: int, mode: int = 0o666, *, dir_fd: int | None = None, data: Any = None
+) -> Op: ...
+def close(fd: FdLike, *, data: Any = None) -> Op: ...
+def statx(
+    path: PathLike, *, dir_fd: int | None = None, flags: int = 0, mask: int = ...,
+    data: Any = None,
+) -> Op: ...
+def ftruncate(fd: FdLike, length: int, *, data: Any = None) -> Op: ...
+def fallocate(fd: FdLike, offset: int, length: int, mode: int = 0, *, data: Any = None) -> Op: ...
+def renameat(
+    src: PathLike, dst: PathLike, *, src_dir_fd: int | None = None,
+    dst_dir_fd: int | None = None, flags: int = 0, data: Any = None,
+) -> Op: ...
+def unlinkat(
+    path: PathLike, *, dir_fd: int | None = None, rmdir: bool = False, data: Any = None
+) -> Op: ...
+def mkdirat(
+    path: PathLike, mode: int = 0o777, *, dir_fd: int | None = None, data: Any = None
+) -> Op: ...
+def symlinkat(
+    src: PathLike, dst: PathLike, *, dir_fd: int | None = None, data: Any = None
+) -> Op: ...
+def linkat(
+    src: PathLike, dst: PathLike, *, src_dir_fd: int | None = None,
+    dst_dir_fd: int | None = None, follow_symlinks: bool = True, data: Any = None,
+) -> Op: ...
+
+@final
+class AlignedBuffer:
+    """A zero-filled, fixed-size writable buffer aligned for O_DIRECT."""
+
+    def __init__(self, nbytes: int, alignment: int | None = None) -> None: ...
+    @property
+    def alignment(self) -> int: ...
+    @property
+    def address(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+def dio_alignment(fd: int) -> tuple[int, int] | None:
+    """O_DIRECT's (memory, offset) alignment for `fd` in bytes, from
+    ``statx(STATX_DIOALIGN)`` (Linux 6.1+); None when the kernel or the filesystem
+    does not say. Raises OSError for a bad fd."""
+def fs_type(fd: int) -> int: ...
+
+# ---------------------------------------------------------------- line iteration
+
+LINES_BYTES: int
+LINES_LF: int
+LINES_CR: int
+LINES_CRLF: int
+LINES_UNIVERSAL: int
+
+@final
+class LineCursor:
+    """A read position in a chunk a file lends to line iteration (bytes for
+    LINES_BYTES, decoded str for the others)."""
+
+    def __init__(self, chunk: bytes | str, pos: int, kind: int) -> None: ...
+    def take(self) -> int: ...
+    @property
+    def pos(self) -> int: ...
+    @property
+    def chunk(self) -> bytes | str: ...
+    def next_line(self) -> bytes | str | None: ...
+
+@final
+class LineIter:
+    """``async for`` over a ringio file's lines: ``__anext__`` returns the iterator
+    itself, already complete, for a line in the file's lent chunk (``_cursor``), else
+    the file's ``_next_line()`` coroutine."""
+
+    def __init__(self, file: Any, /) -> None: ...
+    def __aiter__(self) -> LineIter: ...
+    def __anext__(self) -> Awaitable[Any]: ...
+    def __await__(self) -> Generator[Any, None, Any]: ...
+    def __iter__(self) -> LineIter: ...
+    def __next__(self) -> Any: ...
+
+def pread_nowait(fd: int, n: int, offset: int) -> bytes | None:
+    """``preadv2(fd, n, offset, RWF_NOWAIT)`` into a new bytes: None where the data
+    is not all cached (the caller then goes through the kernel queue); raises the
+    kernel's OSError otherwise."""
+def _enter_count() -> int:
+    """io_uring_enter calls the process made through ringio's wait path (tests)."""
