@@ -9,6 +9,7 @@ use crate::ring::owner;
 
 use crate::conn::recv::{rearm_budget, step, Step};
 use crate::conn::send::SendOp;
+use crate::ring::prep;
 
 use super::{recv_token, token, CoreState, LoopCore, BGID, BUFSIZE, KIND_SEND, NBUFS};
 
@@ -76,9 +77,7 @@ impl LoopCore {
                             result = Err(e);
                             continue;
                         }
-                        opcode::RecvMulti::new(fd, BGID)
-                            .build()
-                            .user_data(recv_token(slot, gen, false))
+                        prep::recv_multishot(fd, BGID).user_data(recv_token(slot, gen, false))
                     };
                     engine.push_side(sqe, true)?;
                     let armed = c.recv.arm();
@@ -88,9 +87,8 @@ impl LoopCore {
                 Step::Cancel => {
                     // Stopped, or moving to the other buffer group: the final CQE
                     // re-arms (see `batch_actions`).
-                    let sqe = opcode::AsyncCancel::new(recv_token(slot, gen, c.recv_big))
-                        .build()
-                        .user_data(owner::INTERNAL);
+                    let sqe =
+                        prep::cancel(recv_token(slot, gen, c.recv_big)).user_data(owner::INTERNAL);
                     engine.push_side(sqe, false)?;
                     let cancelled = c.recv.cancel();
                     debug_assert!(cancelled.is_ok(), "{cancelled:?}");
@@ -101,9 +99,7 @@ impl LoopCore {
                 if stop && c.send.cancel_due() {
                     // Aborted: a send the peer never makes room for would pin the
                     // socket open forever.
-                    let sqe = opcode::AsyncCancel::new(token(slot, gen, KIND_SEND))
-                        .build()
-                        .user_data(owner::INTERNAL);
+                    let sqe = prep::cancel(token(slot, gen, KIND_SEND)).user_data(owner::INTERNAL);
                     engine.push_side(sqe, false)?;
                     c.send.cancel_pushed();
                 }
@@ -112,14 +108,8 @@ impl LoopCore {
             } else if let Some(op) = c.send.start_send() {
                 let ud = token(slot, gen, KIND_SEND);
                 let sqe = match op {
-                    SendOp::One { ptr, len } => opcode::Send::new(fd, ptr, len)
-                        .flags(libc::MSG_NOSIGNAL)
-                        .build()
-                        .user_data(ud),
-                    SendOp::Msg(msg) => opcode::SendMsg::new(fd, msg)
-                        .flags(libc::MSG_NOSIGNAL as u32)
-                        .build()
-                        .user_data(ud),
+                    SendOp::One { ptr, len } => prep::send(fd, ptr, len).user_data(ud),
+                    SendOp::Msg(msg) => prep::sendmsg(fd, msg).user_data(ud),
                 };
                 if let Err(e) = engine.push_side(sqe, true) {
                     c.send.start_failed();

@@ -4,9 +4,10 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use io_uring::{opcode, squeue, types};
+use io_uring::{squeue, types};
 
 use crate::conn::recv::Arm;
+use crate::ring::prep;
 
 use super::{GEN_BITS, TAG_INTERNAL, TAG_MSHOT};
 
@@ -70,14 +71,7 @@ impl Conn {
     /// go with them).
     pub(super) fn cancel_all(&self) -> squeue::Entry {
         let (fd, fixed) = self.target();
-        let builder = if fixed {
-            types::CancelBuilder::fd(types::Fixed(fd.0 as u32))
-        } else {
-            types::CancelBuilder::fd(fd)
-        };
-        opcode::AsyncCancel2::new(builder.all())
-            .build()
-            .user_data(TAG_INTERNAL)
+        prep::cancel_all_on(fd.0, fixed).user_data(TAG_INTERNAL)
     }
 
     pub(super) fn new(fd: Option<OwnedFd>, slot: Option<u32>, direct: bool, gen: u32) -> Self {

@@ -4,8 +4,10 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use io_uring::{opcode, squeue, types};
+use io_uring::squeue;
 use pyo3::prelude::*;
+
+use crate::ring::prep;
 
 use super::conn::{Accepted, Conn, Seg};
 use super::ops::{Fail, Why};
@@ -130,9 +132,7 @@ impl WatcherCore {
         }
         let wrong_thread = self.one_thread && std::thread::current().id() != self.owner;
         if !self.on_loop {
-            let cancel_all = opcode::AsyncCancel2::new(types::CancelBuilder::any())
-                .build()
-                .user_data(TAG_INTERNAL);
+            let cancel_all = prep::cancel_everything().user_data(TAG_INTERNAL);
             let _ = self.push(&[cancel_all]);
         } else if !dead && !wrong_thread {
             // The loop's ring is shared: cancel by file, ours only (every op of

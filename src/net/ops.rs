@@ -9,6 +9,7 @@ use pyo3::exceptions::{PyEOFError, PyOSError};
 use pyo3::prelude::*;
 
 use crate::buffers::View;
+use crate::ring::prep;
 
 use super::addr::SockAddr;
 use super::view::OpResult;
@@ -294,9 +295,7 @@ impl WatcherCore {
                 let v = op.view.as_ref().expect("write data");
                 let len = (v.len() - done).min(MAX_RW) as u32;
                 // SAFETY: pointer math only; done < len of the pinned export.
-                opcode::Send::new(fd, unsafe { v.ptr().add(done) }, len)
-                    .flags(libc::MSG_NOSIGNAL)
-                    .build()
+                prep::send(fd, unsafe { v.ptr().add(done) }, len)
             }
             Kind::Connect => {
                 let m = op.msg.as_ref().expect("connect address");
@@ -345,9 +344,7 @@ impl WatcherCore {
                     }
                 } else {
                     m.hdr.msg_namelen = m.addr.len;
-                    opcode::SendMsg::new(fd, &m.hdr)
-                        .flags(libc::MSG_NOSIGNAL as u32)
-                        .build()
+                    prep::sendmsg(fd, &m.hdr)
                 }
             }
             Kind::Accept => unreachable!("accepts use the connection's multishot accept"),

@@ -8,6 +8,7 @@ use io_uring::opcode;
 use pyo3::prelude::*;
 
 use crate::conn::recv::{step, Arm, Step};
+use crate::ring::prep;
 
 use super::conn::{mshot_ud, Accepted, HOLD_PER_CONN};
 use super::ops::{on, Fail, Kind};
@@ -20,7 +21,7 @@ impl WatcherCore {
             .conn_ref(cid)
             .map_or((false, false), |c| (c.mshot_accept, c.accept_direct));
         let ud = self.ring().tag(mshot_ud(cid, accept, accept && direct));
-        let sqe = opcode::AsyncCancel::new(ud).build().user_data(TAG_INTERNAL);
+        let sqe = prep::cancel(ud).user_data(TAG_INTERNAL);
         self.push(&[sqe])?;
         if let Some(c) = self.conn(cid) {
             let cancelled = c.mshot.cancel();
@@ -64,7 +65,7 @@ impl WatcherCore {
             // read without a buffer or a deadline.
             match step(mshot, mshot_accept, wants_mshot.then_some(false), true) {
                 Step::Arm(_) => {
-                    let sqe = on(opcode::RecvMulti::new(fd, self.bgid).build(), fixed)
+                    let sqe = on(prep::recv_multishot(fd, self.bgid), fixed)
                         .user_data(mshot_ud(cid, false, false));
                     if self.push(&[sqe]).is_ok() {
                         let c = self.conn(cid).expect("conn");

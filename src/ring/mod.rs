@@ -5,6 +5,7 @@
 //! - `enter`: io_uring_enter;
 //! - `bufring`: a provided-buffer ring and the memory behind it;
 //! - `files`: the fixed-file table;
+//! - `prep`: the SQEs more than one client builds, one function per operation;
 //! - `submit`: the one place an SQE is pushed, and what a pusher promises;
 //! - `owner`: the user_data codec, which says whose a completion is;
 //! - `route`: the completion router, which hands each CQE to its owner's sink and
@@ -16,6 +17,7 @@ pub mod bufring;
 pub mod enter;
 pub mod files;
 pub mod owner;
+pub mod prep;
 pub mod route;
 pub mod setup;
 pub mod submit;

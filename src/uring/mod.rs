@@ -7,7 +7,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{squeue, IoUring};
 
 use crate::engine::{CancelOutcome, Engine, RawCompletion, Request, Submitted, Waiter};
 use crate::ring::enter::{enter, enter_to_submit, IORING_ENTER_GETEVENTS};
@@ -17,6 +17,7 @@ pub use crate::ring::setup::{probe, Options, Setup};
 // ops; the loop core's (`crate::loopcore`) are set aside for it ("side" CQEs); a
 // loop-bound Watcher's (`crate::net`) go to that Watcher's sink.
 use crate::ring::owner::{self, Owner};
+use crate::ring::prep;
 use crate::ring::route::{Completion, CompletionSink, Counted, Router, Sinks, Take};
 use crate::ring::submit;
 
@@ -658,9 +659,7 @@ impl Engine for UringEngine {
 
     fn cancel(&mut self, slot: &mut squeue::Entry) -> io::Result<CancelOutcome> {
         let target = slot.get_user_data();
-        let sqe = opcode::AsyncCancel::new(target)
-            .build()
-            .user_data(owner::INTERNAL);
+        let sqe = prep::cancel(target).user_data(owner::INTERNAL);
         self.push_all(&[&mut sqe.clone()])?;
         self.enter_submit()?;
         Ok(CancelOutcome::Requested)
@@ -680,9 +679,7 @@ impl Engine for UringEngine {
         }
         // Closing a ring does not wait for io-wq workers that may still write into
         // buffers: cancel everything and wait for every in-flight CQE first.
-        let cancel_all = opcode::AsyncCancel2::new(types::CancelBuilder::any())
-            .build()
-            .user_data(owner::INTERNAL);
+        let cancel_all = prep::cancel_everything().user_data(owner::INTERNAL);
         self.push_all(&[&mut cancel_all.clone()])?;
         self.enter_submit()?;
         let mut seen = 0;

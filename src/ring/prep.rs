@@ -1,0 +1,52 @@
+//! SQEs that more than one client builds, one small function per operation (as
+//! liburing's `io_uring_prep_*`), over the io-uring crate's typed opcode builders.
+//! Each sets the operation's own fields; the caller sets user_data, and the
+//! fixed-file flag where its fd is a slot of the file table.
+
+use std::os::fd::RawFd;
+
+use io_uring::{opcode, squeue, types};
+
+/// A send of `len` bytes at `ptr`. MSG_NOSIGNAL: a peer that has gone makes the
+/// send fail with EPIPE instead of raising SIGPIPE, which would kill a process
+/// that did not ignore it (Python ignores it, an embedding program may not).
+pub fn send(fd: types::Fd, ptr: *const u8, len: u32) -> squeue::Entry {
+    opcode::Send::new(fd, ptr, len)
+        .flags(libc::MSG_NOSIGNAL)
+        .build()
+}
+
+/// A sendmsg of `msg` (its iovecs, and an address for a datagram), with
+/// MSG_NOSIGNAL as for [`send`].
+pub fn sendmsg(fd: types::Fd, msg: *const libc::msghdr) -> squeue::Entry {
+    opcode::SendMsg::new(fd, msg)
+        .flags(libc::MSG_NOSIGNAL as u32)
+        .build()
+}
+
+/// A multishot receive: each CQE carries one buffer of the provided-buffer group
+/// `bgid`, until the kernel ends it (a CQE without `MORE`).
+pub fn recv_multishot(fd: types::Fd, bgid: u16) -> squeue::Entry {
+    opcode::RecvMulti::new(fd, bgid).build()
+}
+
+/// Cancels the op whose SQE carried `target` as its user_data.
+pub fn cancel(target: u64) -> squeue::Entry {
+    opcode::AsyncCancel::new(target).build()
+}
+
+/// Cancels every op on `fd`, a slot of the fixed-file table when `fixed` (the
+/// link timeouts of those ops go with them).
+pub fn cancel_all_on(fd: RawFd, fixed: bool) -> squeue::Entry {
+    let builder = if fixed {
+        types::CancelBuilder::fd(types::Fixed(fd as u32))
+    } else {
+        types::CancelBuilder::fd(types::Fd(fd))
+    };
+    opcode::AsyncCancel2::new(builder.all()).build()
+}
+
+/// Cancels every op on the ring (before the ring is closed).
+pub fn cancel_everything() -> squeue::Entry {
+    opcode::AsyncCancel2::new(types::CancelBuilder::any()).build()
+}
