@@ -88,6 +88,9 @@ fn add_submodule(
 fn fill_uring(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pydriver::ring::Ring>()?;
     m.add_function(wrap_pyfunction!(pydriver::ring::probe, m)?)?;
+    m.add("STAGE_FULL", pydriver::ring::STAGE_FULL)?;
+    m.add("STAGE_WAITING", pydriver::ring::STAGE_WAITING)?;
+    m.add("STAGE_SUBMITTED", pydriver::ring::STAGE_SUBMITTED)?;
     Ok(())
 }
 

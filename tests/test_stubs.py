@@ -54,5 +54,9 @@ def test_submodules_import_by_their_dotted_name(name: str) -> None:
     module = importlib.import_module(f"ringio._core.{name}")
     assert getattr(ringio._core, name) is module
     assert module.__name__ == f"ringio._core.{name}"
-    classes = [v for v in vars(module).values() if isinstance(v, type) and v.__module__.startswith("ringio")]
+    classes = [
+        v for v in vars(module).values()
+        if isinstance(v, type) and v.__module__.startswith("ringio")
+    ]  # fmt: skip
+    assert classes, "no class of ringio's in the submodule"
     assert all(c.__module__ == module.__name__ for c in classes), [c.__module__ for c in classes]

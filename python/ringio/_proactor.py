@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from . import _ring_hook
 from ._core import Completion, Op, PartialSubmitError
+from ._core.uring import STAGE_FULL, STAGE_WAITING
 
 
 class Engine(Protocol):
@@ -288,7 +289,7 @@ class StagingProactor(Proactor):
     ``ringio.EventLoop``): the same policy as the base class, with the queue in
     the ring's SQ instead of a Python deque.
 
-    An op is staged into the SQ when it starts (``Ring._stage_one``, which enters
+    An op is staged into the SQ when it starts (``Ring._stage``, which enters
     the kernel at once while the kernel is short of work: the base class's rule,
     decided in Rust with no call back per op); what still waits is submitted by one
     flush at the end of the loop turn (``Ring._submit_staged``). Ops find the deque
@@ -321,7 +322,7 @@ class StagingProactor(Proactor):
             self._queue.append(op)  # behind those already waiting for room
         else:
             try:
-                where = ring._stage_one(op)
+                where = ring._stage(op)
             except OSError as e:
                 if e.errno == errno.EEXIST:
                     # SINGLE_ISSUER: the loop now runs in another thread than the
@@ -335,9 +336,9 @@ class StagingProactor(Proactor):
                     ) from None
                 self._refused([op], 0, e)
             else:
-                if where == 0:
+                if where == STAGE_FULL:
                     self._queue.append(op)  # the CQ is full: after a wake-up
-                elif where == 1 and not self._flush_scheduled:
+                elif where == STAGE_WAITING and not self._flush_scheduled:
                     self._flush_scheduled = True
                     self._loop.call_soon(self._flush)
         if watch and self._cancellable(op):
@@ -360,12 +361,12 @@ class StagingProactor(Proactor):
                 queue.popleft()
                 continue
             try:
-                where = ring._stage_one(op)
+                where = ring._stage(op)
             except OSError as e:
                 queue.popleft()
                 op.data.set_exception(e)
                 continue
-            if where == 0:
+            if where == STAGE_FULL:
                 break  # the CQ is full again: after the next wake-up
             queue.popleft()
         self._submit_staged(ring)

@@ -13,6 +13,14 @@ use crate::uring::{Options, UringEngine};
 ///
 /// Ops go into the submission queue at `submit()` (one io_uring_enter for the whole
 /// list); completions are collected by `get_events()` / `reap()`.
+/// What `Ring._stage` did with an op: not taken, because the CQ has no room
+/// beyond the ops in flight (the caller keeps it for after a wake-up).
+pub const STAGE_FULL: u8 = 0;
+/// In the SQ, for the ring's next enter.
+pub const STAGE_WAITING: u8 = 1;
+/// In the kernel: the SQ was submitted, and nothing waits in it.
+pub const STAGE_SUBMITTED: u8 = 2;
+
 #[pyclass(module = "ringio._core.uring", frozen)]
 pub struct Ring {
     inner: PyDriver<UringEngine>,
@@ -80,12 +88,12 @@ impl Ring {
     /// of ops started one by one reaches the kernel in batches of 1, 1, 2, 4, ...
     /// while the device still has work, and otherwise with the next enter, in the
     /// same syscall. Back-pressure: the op is not taken when the CQ holds no more
-    /// beyond the ops in flight. Returns 0 when it was not taken, 1 when it waits
-    /// in the SQ for the next enter, 2 when the SQ was submitted (nothing waits).
-    fn _stage_one(&self, py: Python<'_>, op: Bound<'_, Op>) -> PyResult<u8> {
+    /// beyond the ops in flight. Returns `STAGE_FULL` (not taken), `STAGE_WAITING`
+    /// (in the SQ for the next enter) or `STAGE_SUBMITTED` (nothing waits).
+    fn _stage(&self, py: Python<'_>, op: Bound<'_, Op>) -> PyResult<u8> {
         let mut driver = self.inner.driver();
         if driver.in_flight() >= self.inner.capacity() as usize {
-            return Ok(0);
+            return Ok(STAGE_FULL);
         }
         let ops = std::slice::from_ref(&op);
         let (tokens, launch) = driver.begin_submit(py, ops)?;
@@ -95,17 +103,17 @@ impl Ring {
             // A failure here leaves the SQEs queued: the next enter (a flush, a
             // wait, the loop's select) submits them or reports the error.
             if driver.engine.submit_now().is_ok() {
-                return Ok(2);
+                return Ok(STAGE_SUBMITTED);
             }
         }
         Ok(if driver.engine.sq_pending() == 0 {
-            2
+            STAGE_SUBMITTED
         } else {
-            1
+            STAGE_WAITING
         })
     }
 
-    /// Submits the SQEs that `_stage_one` left waiting (one io_uring_enter, none when
+    /// Submits the SQEs that `_stage` left waiting (one io_uring_enter, none when
     /// nothing waits).
     fn _submit_staged(&self, py: Python<'_>) -> PyResult<()> {
         let mut driver = self.inner.driver();
@@ -166,7 +174,7 @@ impl Ring {
         self.inner.in_flight()
     }
 
-    /// SQEs pushed by `_stage_one()` that have not reached the kernel yet (tests).
+    /// SQEs pushed by `_stage()` that have not reached the kernel yet (tests).
     #[getter]
     fn _sq_waiting(&self) -> u32 {
         self.inner.driver().engine.sq_pending()

@@ -5,6 +5,13 @@ from typing import Any, final
 
 from . import Completion, Op
 
+STAGE_FULL: int
+"""``Ring._stage``: not taken; the CQ has no room beyond the ops in flight."""
+STAGE_WAITING: int
+"""``Ring._stage``: in the SQ, for the ring's next enter."""
+STAGE_SUBMITTED: int
+"""``Ring._stage``: the SQ was submitted; nothing waits in it."""
+
 def probe() -> list[tuple[str, bool]]: ...
 
 @final
