@@ -35,6 +35,9 @@ from .direct import DirectIO
 from .lines import LineReading
 from .positional import PositionalIO
 
+#: The whence values seek knows (lseek's).
+WHENCES = (os.SEEK_SET, os.SEEK_CUR, os.SEEK_END, os.SEEK_DATA, os.SEEK_HOLE)
+
 
 class _BinaryFile(LineReading[bytes], PositionalIO, DirectIO, _Base):
     """What unbuffered (``AsyncFileIO``) and buffered (``AsyncBufferedFile``, in
@@ -641,10 +644,6 @@ class _BinaryFile(LineReading[bytes], PositionalIO, DirectIO, _Base):
                 os.close(self._fd)
             except OSError:
                 pass
-
-
-#: The whence values seek knows (lseek's).
-WHENCES = (os.SEEK_SET, os.SEEK_CUR, os.SEEK_END, os.SEEK_DATA, os.SEEK_HOLE)
 
 
 class AsyncFileIO(_BinaryFile):
