@@ -36,6 +36,7 @@ PY_LAYERS: list[set[str]] = [
     {"_io.base"},
     {"_io.lines", "_io.direct", "_io.positional"},
     {"_io.binary"},
+    {"_io.buffered"},
     {"_io.text"},
     {"_io.open"},
     {"_io"},

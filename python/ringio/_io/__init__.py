@@ -11,8 +11,10 @@ may do I/O. The modules, bottom to top:
   str (native: ``_core.LineIter``);
 * ``direct``: O_DIRECT through aligned bounce buffers;
 * ``positional``: ``pread``/``pwrite``, batches of them, ``readv``/``writev``, ``fsync``;
-* ``binary``: ``AsyncFileIO`` (unbuffered, like ``io.FileIO``) and
-  ``AsyncBufferedFile`` (like ``io.BufferedReader/Writer/Random``);
+* ``binary``: what binary files share, and ``AsyncFileIO`` (unbuffered, like
+  ``io.FileIO``);
+* ``buffered``: ``AsyncBufferedFile`` (like ``io.BufferedReader/Writer/Random``):
+  read-ahead, the write buffer, line iteration over the read buffer;
 * ``text``: ``AsyncTextFile`` over a buffered binary file (like ``io.TextIOWrapper``);
 * ``open``: ``ringio.open()``, mode parsing and the assembly of the layers.
 
@@ -37,7 +39,8 @@ Design notes, in short (docs/files.md has the long version):
   first takes the cursor back (``_unlines()``), which restores the position.
 """
 
-from .binary import AsyncBufferedFile, AsyncFileIO
+from .binary import AsyncFileIO
+from .buffered import AsyncBufferedFile
 from .open import NotAwaitedError, _open, _parse_mode, open
 from .text import AsyncTextFile
 

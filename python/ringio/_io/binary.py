@@ -1,7 +1,7 @@
-"""Binary ``ringio.open`` files: unbuffered (``AsyncFileIO``, like ``io.FileIO``)
-and buffered (``AsyncBufferedFile``, like ``io.BufferedReader/Writer/Random``),
-over the file engines (io_uring, kernel AIO). The package's docstring
-(``ringio._io``) has the design in short.
+"""Binary ``ringio.open`` files over the file engines (io_uring, kernel AIO): what
+unbuffered and buffered ones share (``_BinaryFile``), and the unbuffered one
+(``AsyncFileIO``, like ``io.FileIO``). The buffered one is in ``buffered``. The
+package's docstring (``ringio._io``) has the design in short.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 
 from .. import _engines
 from .._core import (
-    LINES_BYTES,
     LineCursor,
     dio_alignment,
 )
@@ -36,15 +35,22 @@ from .direct import DirectIO
 from .lines import LineReading
 from .positional import PositionalIO
 
+#: The whence values seek knows (lseek's).
+WHENCES = (os.SEEK_SET, os.SEEK_CUR, os.SEEK_END, os.SEEK_DATA, os.SEEK_HOLE)
 
-class AsyncFileIO(LineReading[bytes], PositionalIO, DirectIO, _Base):
-    """A binary file; unbuffered (``buffering=0``) or buffered (``AsyncBufferedFile``).
 
-    Unbuffered objects behave like ``io.FileIO``: one system call per read or write,
-    possibly short. Buffered ones like ``io.BufferedReader/Writer/Random``.
+class _BinaryFile(LineReading[bytes], PositionalIO, DirectIO, _Base):
+    """What unbuffered (``AsyncFileIO``) and buffered (``AsyncBufferedFile``, in
+    ``buffered``) binary files share: the fd and its engine, the position, the raw
+    reads and writes with their cancellation bookkeeping, the read and write
+    buffers' management, seeking, truncating and closing.
+
+    The subclasses supply what differs, as io's ``FileIO`` and ``Buffered*`` do:
+    ``_check_readable``/``_check_writable``, ``_check_seek``,
+    ``_check_truncatable`` (the error messages), ``_read_sized``, ``_write_checked``
+    and ``_readinto_locked`` (one system call or as many as it takes),
+    ``_readline_locked`` and ``_lend`` (read-ahead kept or not).
     """
-
-    _buffered = False
 
     def __init__(
         self, fd: int, name: Any, mode: str, *, readable: bool, writable: bool,
@@ -127,23 +133,8 @@ class AsyncFileIO(LineReading[bytes], PositionalIO, DirectIO, _Base):
         self._check_closed()
         return self._isatty
 
-    # As io: a buffered file without the capability has no such method at all
-    # (UnsupportedOperation, closed or not); FileIO says closed first.
-    def _check_readable(self) -> None:
-        if self._closed and not (self._buffered and not self._readable):
-            raise _closed_error()
-        if not self._readable:
-            raise io.UnsupportedOperation(
-                "read" if self._buffered else "File not open for reading"
-            )
-
-    def _check_writable(self) -> None:
-        if self._closed and not (self._buffered and not self._writable):
-            raise _closed_error()
-        if not self._writable:
-            raise io.UnsupportedOperation(
-                "write" if self._buffered else "File not open for writing"
-            )
+    def _check_writable(self) -> None:  # pragma: no cover - the subclass's
+        raise NotImplementedError
 
     # -- raw operations (lock held) ------------------------------------------------------
     async def _settle(self) -> None:
@@ -247,19 +238,6 @@ class AsyncFileIO(LineReading[bytes], PositionalIO, DirectIO, _Base):
             if pos >= 0:
                 self._rpos = pos
 
-    def _lend(self) -> None:
-        """Lends the rest of the read buffer to line iteration (after a line was
-        read through readline()); not while another task's op holds the lock."""
-        rbuf = self._rbuf
-        if (
-            self._cursor is None
-            and self._buffered
-            and self._rpos < len(rbuf)
-            and type(rbuf) is bytes
-            and not self._lock.locked()
-        ):
-            self._cursor = LineCursor(rbuf, self._rpos, LINES_BYTES)
-
     def _drop_read_buffer(self) -> None:
         """Forgets read-ahead: the raw position goes back to the logical one."""
         self._unlines()
@@ -352,53 +330,10 @@ class AsyncFileIO(LineReading[bytes], PositionalIO, DirectIO, _Base):
             return await self.readall()
         if self._cursor is not None:
             self._unlines()
-        if not self._buffered:
-            async with self._lock:
-                await self._before_read()
-                if self._rpos < len(self._rbuf):
-                    return self._take(size)
-                return await self._raw_read(size)
-        rpos = self._rpos
-        if size <= len(self._rbuf) - rpos and not self._lock.locked():
-            self._rpos = rpos + size
-            return self._rbuf[rpos : rpos + size]
-        async with self._lock:
-            await self._before_read()
-            parts = [self._take(size)]
-            need = size - len(parts[0])
-            try:
-                if need >= self._bufsize:
-                    # Large read: straight from the file, no copy through the buffer.
-                    while need > 0:
-                        data = await self._raw_read(need)
-                        if not data:
-                            break
-                        parts.append(data)
-                        need -= len(data)
-                else:
-                    while need > 0:
-                        if not await self._fill_chunk(self._fill_size()):
-                            break
-                        data = self._take(need)
-                        parts.append(data)
-                        need -= len(data)
-            except BaseException:
-                self._unread(b"".join(parts))
-                raise
-            return b"".join(parts)
+        return await self._read_sized(size)
 
-    def _fill_size(self) -> int:
-        """Buffer fill for small reads: the buffer size, doubling (to CHUNK_MAX) while
-        the reads stay sequential, back to the buffer size after a seek."""
-        pos = self._pos
-        if pos is not None and pos == self._last_fill_end:
-            self._fill = min(self._fill * 2, CHUNK_MAX)
-        else:
-            self._fill = self._bufsize
-        fill = self._fill
-        if pos is not None:
-            self._last_fill_end = pos + fill
-        return fill
+    async def _read_sized(self, size: int) -> bytes:  # pragma: no cover - the subclass's
+        raise NotImplementedError
 
     async def read1(self, size: int = -1) -> bytes:
         """Reads up to `size` bytes with at most one read from the file."""
@@ -464,37 +399,31 @@ class AsyncFileIO(LineReading[bytes], PositionalIO, DirectIO, _Base):
         mv = mv.cast("B")
         async with self._lock:
             await self._before_read()
-            n = len(mv)
-            got = 0
-            if self._rpos < len(self._rbuf):
-                data = self._take(n)
-                got = len(data)
-                mv[:got] = data
-                if got == n or not self._buffered:
-                    return got
-            if self._direct and got == 0:
-                direct = await self._direct_readinto(mv)
-                if direct is not None:
-                    return direct
-            try:
-                while got < n:
-                    if self._seekable and not self._direct:
-                        # Straight into the caller's buffer (the kernel may keep it
-                        # until the op completes, even if we are cancelled).
-                        pos = await self._raw_pos()
-                        k = await self._eng.pread(self._fd, mv[got:], pos, self._hint)
-                        self._pos = pos + k
-                    else:
-                        data = await self._raw_read(n - got)
-                        k = len(data)
-                        mv[got : got + k] = data
-                    got += k
-                    if k == 0 or not self._buffered:
-                        break
-            except BaseException:
-                self._unread(mv[:got].tobytes())
-                raise
-            return got
+            return await self._readinto_locked(mv)
+
+    async def _readinto_locked(self, mv: memoryview) -> int:  # pragma: no cover
+        raise NotImplementedError  # the subclass's
+
+    def _take_into(self, mv: memoryview) -> int:
+        """Fills the start of `mv` from the read buffer; returns the byte count."""
+        data = self._take(len(mv))
+        got = len(data)
+        mv[:got] = data
+        return got
+
+    async def _readinto_once(self, mv: memoryview) -> int:
+        """One read from the file into `mv`; returns the byte count (0 at EOF)."""
+        if self._seekable and not self._direct:
+            # Straight into the caller's buffer (the kernel may keep it until the
+            # op completes, even if we are cancelled).
+            pos = await self._raw_pos()
+            k = await self._eng.pread(self._fd, mv, pos, self._hint)
+            self._pos = pos + k
+            return k
+        data = await self._raw_read(len(mv))
+        k = len(data)
+        mv[:k] = data
+        return k
 
     async def readline(self, size: int | None = -1) -> bytes:
         """Reads one line (up to and including b'\\n'), at most `size` bytes."""
@@ -508,28 +437,12 @@ class AsyncFileIO(LineReading[bytes], PositionalIO, DirectIO, _Base):
             self._rpos = i + 1
             return rbuf[rpos : i + 1]
         async with self._lock:
-            line = await self._readline_locked(size)
-            if not self._buffered:
-                # Unbuffered: no read-ahead survives, the position is the line end.
-                self._drop_read_buffer()
-            return line
+            return await self._readline_locked(size)
 
     async def _readline_locked(self, size: int) -> bytes:
+        """A line read in chunks of growing size; the read-ahead stays in the read
+        buffer."""
         await self._before_read()
-        if not self._buffered and not self._seekable:
-            # Unbuffered pipe: a byte at a time, like io.FileIO, so that no byte
-            # past the line is consumed.
-            out = bytearray(self._take(len(self._rbuf)))
-            try:
-                while (size < 0 or len(out) < size) and not out.endswith(b"\n"):
-                    b = await self._raw_read(1)
-                    if not b:
-                        break
-                    out += b
-            except BaseException:
-                self._unread(out)
-                raise
-            return bytes(out)
         chunk = CHUNK_MIN
         searched = self._rpos
         while True:
@@ -551,11 +464,6 @@ class AsyncFileIO(LineReading[bytes], PositionalIO, DirectIO, _Base):
     def _lines_undo(self, mark: Any, taken: list[bytes]) -> None:
         self._unread(b"".join(taken))
 
-    async def _lines_done(self, mark: Any) -> None:
-        if not self._buffered:
-            async with self._lock:
-                self._drop_read_buffer()
-
     # -- writing ----------------------------------------------------------------------
     async def write(self, data: Any) -> int:
         """Writes a bytes-like object; returns its length (unbuffered: what one
@@ -571,31 +479,10 @@ class AsyncFileIO(LineReading[bytes], PositionalIO, DirectIO, _Base):
             ) from None
         if not mv.c_contiguous:  # what the builtin's write (PyBUF_SIMPLE) refuses
             raise BufferError("memoryview: underlying buffer is not C-contiguous")
-        n = mv.nbytes
-        if not self._buffered:
-            async with self._lock:
-                await self._before_write()
-                return await self._raw_write(mv)
-        wbuf = self._wbuf
-        if (
-            len(wbuf) + n < self._bufsize
-            and not self._rbuf
-            and self._pending is None
-            and not self._lock.locked()
-        ):
-            wbuf += mv  # the common case: no I/O, no lock
-            return n
-        async with self._lock:
-            await self._before_write()
-            if n >= self._bufsize:
-                await self._flush_locked()
-                # bytes cannot change under us; anything else is copied first.
-                await self._write_all(data if isinstance(data, bytes) else mv.tobytes())
-            else:
-                self._wbuf += mv
-                if len(self._wbuf) >= self._bufsize:
-                    await self._flush_locked()
-        return n
+        return await self._write_checked(data, mv)
+
+    async def _write_checked(self, data: Any, mv: memoryview) -> int:  # pragma: no cover
+        raise NotImplementedError  # the subclass's
 
     async def writelines(self, lines: Iterable[Any]) -> None:
         """Writes every bytes-like object of `lines` (no separators added)."""
@@ -638,19 +525,7 @@ class AsyncFileIO(LineReading[bytes], PositionalIO, DirectIO, _Base):
         self._check_closed()
         offset = operator.index(offset)
         whence = operator.index(whence)
-        if not -OFF_T_MAX - 1 <= offset <= OFF_T_MAX:  # what the builtin's say
-            if self._buffered:
-                raise ValueError("cannot fit 'int' into an offset-sized integer")
-            raise OverflowError("Python int too large to convert to C long")
-        if whence not in (os.SEEK_SET, os.SEEK_CUR, os.SEEK_END, os.SEEK_DATA, os.SEEK_HOLE):
-            if self._buffered:
-                raise ValueError(f"whence value {whence} unsupported")
-            if self._seekable:  # as FileIO: lseek refuses it (a pipe: ESPIPE, below)
-                raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
-        if not self._seekable:
-            if self._buffered:
-                raise io.UnsupportedOperation("File or stream is not seekable.")
-            raise OSError(errno.ESPIPE, os.strerror(errno.ESPIPE))
+        self._check_seek(offset, whence)
         async with self._lock:
             await self._settle()
             await self._flush_locked()
@@ -674,14 +549,16 @@ class AsyncFileIO(LineReading[bytes], PositionalIO, DirectIO, _Base):
             self._pos = new
             return new
 
+    def _check_seek(self, offset: int, whence: int) -> None:  # pragma: no cover
+        """Refuses, as the builtin's seek does, an offset out of range, an unknown
+        whence, an unseekable file."""
+        raise NotImplementedError  # the subclass's
+
     async def truncate(self, size: int | None = None) -> int:
         """Resizes the file to `size` (default: the position); the position stays."""
         self._unlines()
         self._check_closed()
-        if not self._writable:
-            raise io.UnsupportedOperation(
-                "truncate" if self._buffered else "File not open for writing"
-            )
+        self._check_truncatable()
         if not self._seekable:
             raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         async with self._lock:
@@ -697,6 +574,9 @@ class AsyncFileIO(LineReading[bytes], PositionalIO, DirectIO, _Base):
             self._drop_read_buffer()
             await self._eng.ftruncate(self._fd, size)
             return size
+
+    def _check_truncatable(self) -> None:  # pragma: no cover - the subclass's
+        raise NotImplementedError
 
     # -- closing ----------------------------------------------------------------------
     async def close(self) -> None:
@@ -766,8 +646,86 @@ class AsyncFileIO(LineReading[bytes], PositionalIO, DirectIO, _Base):
                 pass
 
 
+class AsyncFileIO(_BinaryFile):
+    """An unbuffered binary file (``buffering=0``), like ``io.FileIO``: one system
+    call per read or write, possibly short."""
 
-class AsyncBufferedFile(AsyncFileIO):
-    """A buffered binary file (like ``io.BufferedReader/Writer/Random``)."""
+    # As io.FileIO: a closed file says so first.
+    def _check_readable(self) -> None:
+        if self._closed:
+            raise _closed_error()
+        if not self._readable:
+            raise io.UnsupportedOperation("File not open for reading")
 
-    _buffered = True
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise _closed_error()
+        if not self._writable:
+            raise io.UnsupportedOperation("File not open for writing")
+
+    def _check_truncatable(self) -> None:
+        if not self._writable:
+            raise io.UnsupportedOperation("File not open for writing")
+
+    def _check_seek(self, offset: int, whence: int) -> None:
+        if not -OFF_T_MAX - 1 <= offset <= OFF_T_MAX:  # what the builtin's says
+            raise OverflowError("Python int too large to convert to C long")
+        if whence not in WHENCES and self._seekable:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))  # lseek refuses it
+        if not self._seekable:
+            raise OSError(errno.ESPIPE, os.strerror(errno.ESPIPE))
+
+    async def _read_sized(self, size: int) -> bytes:
+        """Bytes a cancelled op left in the read buffer, else one read."""
+        async with self._lock:
+            await self._before_read()
+            if self._rpos < len(self._rbuf):
+                return self._take(size)
+            return await self._raw_read(size)
+
+    async def _readinto_locked(self, mv: memoryview) -> int:
+        """Bytes a cancelled op left in the read buffer, else one read."""
+        if self._rpos < len(self._rbuf):
+            return self._take_into(mv)
+        if self._direct:
+            got = await self._direct_readinto(mv)
+            if got is not None:
+                return got
+        if not mv:
+            return 0
+        return await self._readinto_once(mv)
+
+    async def _readline_locked(self, size: int) -> bytes:
+        """No read-ahead survives the line: the position is the line's end."""
+        if self._seekable:
+            line = await super()._readline_locked(size)
+        else:
+            # A pipe: a byte at a time, like io.FileIO, so that no byte past the
+            # line is consumed.
+            await self._before_read()
+            out = bytearray(self._take(len(self._rbuf)))
+            try:
+                while (size < 0 or len(out) < size) and not out.endswith(b"\n"):
+                    b = await self._raw_read(1)
+                    if not b:
+                        break
+                    out += b
+            except BaseException:
+                self._unread(out)
+                raise
+            line = bytes(out)
+        self._drop_read_buffer()
+        return line
+
+    def _lend(self) -> None:
+        """Nothing to lend to line iteration: no read-ahead is kept."""
+
+    async def _lines_done(self, mark: Any) -> None:
+        async with self._lock:
+            self._drop_read_buffer()
+
+    async def _write_checked(self, data: Any, mv: memoryview) -> int:
+        """One write, possibly short."""
+        async with self._lock:
+            await self._before_write()
+            return await self._raw_write(mv)

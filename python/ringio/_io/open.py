@@ -19,7 +19,8 @@ from .._core import (
     dio_alignment,
 )
 from .base import DEFAULT_BUFFER_SIZE, DIO_FALLBACK
-from .binary import AsyncBufferedFile, AsyncFileIO
+from .binary import AsyncFileIO
+from .buffered import AsyncBufferedFile
 from .text import AsyncTextFile
 
 AnyFile = AsyncFileIO | AsyncBufferedFile | AsyncTextFile

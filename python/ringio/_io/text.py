@@ -17,7 +17,7 @@ from .._core import (
     LineCursor,
 )
 from .base import _LINE_KINDS, CHUNK_MIN, OFF_T_MAX, TEXT_CHUNK_MAX, _Base, _closed_error, _index
-from .binary import AsyncBufferedFile
+from .buffered import AsyncBufferedFile
 from .lines import LineReading
 
 
