@@ -76,13 +76,15 @@ bench: bench-deps
 # blocks in io_submit or in io_uring_enter's wait (seen 2026-11-25: one thread in
 # io_cqring_wait, every other waiting for valgrind's lock, no progress for 20
 # minutes). Tests that need another thread to run meanwhile would deadlock under
-# it and are left out: tests/aio/test_threads.py, the loops of several threads
-# whose file opens run on a pool thread (tests/engines/test_engine_threads.py), and
-# the thread engine on ringio's loop, whose pool thread must run while the loop
-# waits in io_uring_enter (`thread-ringio`).
+# it and are left out: tests/aio/test_threads.py, and the tests where a pool
+# thread (the thread engine's, or the aio engine's for opens) must run while
+# ringio's loop waits in io_uring_enter: the loops of several threads
+# (tests/engines/test_engine_threads.py), a file used from another loop or thread
+# (tests/engines/test_other_loop.py), the thread engine on ringio's loop.
 SANITIZE_TESTS ?= tests/aio tests/uring tests/engines
 SANITIZE_SKIP ?= --ignore=tests/aio/test_threads.py \
-	--ignore=tests/engines/test_engine_threads.py -k "not thread-ringio" \
+	--ignore=tests/engines/test_engine_threads.py \
+	--ignore=tests/engines/test_other_loop.py -k "not thread-ringio" \
 	--deselect "tests/uring/test_ring.py::test_get_events_releases_the_gil"
 sanitize: install miri
 	@command -v valgrind >/dev/null || (apt-get update -qq && apt-get install -y -qq valgrind >/dev/null)
