@@ -107,7 +107,9 @@ class ThreadEngine(PoolPathOps, FileEngine):
 
     async def close(self, fd: int) -> None:
         self.forget_fd(fd)
-        jobs = [cf for cf in self._jobs.pop(fd, ()) if not cf.done()]
+        # Pool threads discard finished calls from the set while this runs: iterate
+        # a copy (set.copy is one C call, atomic against their discards).
+        jobs = [cf for cf in self._jobs.pop(fd, set()).copy() if not cf.done()]
         if jobs:
             # Calls queued or running on this fd end first (shielded: cancelling the
             # close does not cancel them, and the fd is closed after them anyway).
