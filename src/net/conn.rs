@@ -6,6 +6,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use io_uring::{squeue, types};
 
+use crate::conn::lifecycle::Lifecycle;
 use crate::conn::recv::Arm;
 use crate::ring::prep;
 
@@ -26,6 +27,10 @@ pub(super) struct Conn {
     /// The slot came from the kernel's allocator (direct accept), not ours.
     pub(super) direct: bool,
     pub(super) gen: u32,
+    /// Open while registered; Lost once freed while the kernel still has an op of
+    /// it (the connection keeps its index, and what those ops point at, until
+    /// their last completion; then it is released and its index reused).
+    pub(super) life: Lifecycle,
     pub(super) reads: VecDeque<usize>,
     pub(super) writes: VecDeque<usize>,
     pub(super) accepts: VecDeque<usize>,
@@ -80,6 +85,7 @@ impl Conn {
             slot,
             direct,
             gen,
+            life: Lifecycle::Open,
             reads: VecDeque::new(),
             writes: VecDeque::new(),
             accepts: VecDeque::new(),

@@ -175,7 +175,7 @@ impl WatcherCore {
     ) {
         let op = self.ops[slot].take().expect("live op");
         self.op_free.push(slot);
-        if let Some(c) = self.conn(op.cid) {
+        if let Some(c) = self.conn_any(op.cid) {
             let q = match op.kind {
                 Kind::Read | Kind::ReadFull | Kind::ReadFrom => &mut c.reads,
                 Kind::Write | Kind::WriteTo | Kind::Connect => &mut c.writes,

@@ -99,19 +99,26 @@ impl WatcherCore {
         }
     }
 
+    /// The registered (live) connection `cid`; None once freed.
     pub(super) fn conn(&mut self, cid: u64) -> Option<&mut Conn> {
-        let idx = (cid & 0xffff_ffff) as usize;
-        let gen = (cid >> 32) as u32;
-        match self.conns.get_mut(idx) {
-            Some(Some(c)) if c.gen == gen => Some(c),
-            _ => None,
-        }
+        self.conn_any(cid).filter(|c| c.life.is_live())
     }
 
     pub(super) fn conn_ref(&self, cid: u64) -> Option<&Conn> {
         let idx = (cid & 0xffff_ffff) as usize;
         let gen = (cid >> 32) as u32;
         match self.conns.get(idx) {
+            Some(Some(c)) if c.gen == gen && c.life.is_live() => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Connection `cid`, live or freed with ops still in the kernel (lost);
+    /// None once released.
+    pub(super) fn conn_any(&mut self, cid: u64) -> Option<&mut Conn> {
+        let idx = (cid & 0xffff_ffff) as usize;
+        let gen = (cid >> 32) as u32;
+        match self.conns.get_mut(idx) {
             Some(Some(c)) if c.gen == gen => Some(c),
             _ => None,
         }
