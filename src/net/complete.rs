@@ -146,10 +146,21 @@ impl WatcherCore {
     }
 
     pub(super) fn on_op(&mut self, py: Python<'_>, slot: usize, res: i32, flags: u32) {
-        let Some(cid) = self.ops.get(slot).and_then(Option::as_ref).map(|op| op.cid) else {
+        let Some((cid, kind)) = self
+            .ops
+            .get(slot)
+            .and_then(Option::as_ref)
+            .map(|op| (op.cid, op.kind))
+        else {
             return;
         };
-        self.op_done(py, slot, res, flags);
+        if kind == Kind::Write {
+            // The send of the connection's send queue, `slot` the first request
+            // it covers.
+            self.send_done(py, cid, res);
+        } else {
+            self.op_done(py, slot, res, flags);
+        }
         // A freed connection goes once the kernel has given back its last op.
         self.reap(cid);
     }
@@ -165,7 +176,8 @@ impl WatcherCore {
         if let Some(c) = self.conn_any(cid) {
             match kind {
                 Kind::Read | Kind::ReadFull | Kind::ReadFrom => c.read_busy = false,
-                Kind::Write | Kind::WriteTo | Kind::Connect => c.write_busy = false,
+                Kind::WriteTo | Kind::Connect => c.write_busy = false,
+                Kind::Write => unreachable!("see send_done"),
                 Kind::Accept => {}
             }
         }
@@ -244,19 +256,7 @@ impl WatcherCore {
                     }
                 }
             }
-            Kind::Write => {
-                let op = self.op(slot);
-                op.done += n;
-                if op.done < op.len() {
-                    if let Some(w) = why {
-                        self.finish(py, slot, Some(w.into()), None, false, None);
-                    } else if n == 0 {
-                        self.finish(py, slot, Some(Fail::Os(libc::EPIPE)), None, false, None);
-                    }
-                } else {
-                    self.finish(py, slot, None, None, false, None);
-                }
-            }
+            Kind::Write => unreachable!("see send_done"),
             Kind::WriteTo => {
                 self.op(slot).done = n;
                 self.finish(py, slot, None, None, false, None);

@@ -8,6 +8,7 @@ use io_uring::{squeue, types};
 
 use crate::conn::lifecycle::Lifecycle;
 use crate::conn::recv::Arm;
+use crate::conn::send::SendQueue;
 use crate::ring::prep;
 
 use super::{GEN_BITS, TAG_INTERNAL, TAG_MSHOT};
@@ -35,7 +36,12 @@ pub(super) struct Conn {
     pub(super) writes: VecDeque<usize>,
     pub(super) accepts: VecDeque<usize>,
     pub(super) read_busy: bool,
+    /// A datagram write or a connect of this connection is in the kernel.
     pub(super) write_busy: bool,
+    /// Its stream writes (`Kind::Write`): each request's bytes by reference, keyed
+    /// by its op's slot. The requests in it are the first `in_sendq` of `writes`.
+    pub(super) sendq: SendQueue<usize>,
+    pub(super) in_sendq: usize,
     /// The connection's multishot op (`conn::recv`'s state machine): a receive
     /// feeding reads and read-ahead, or a listener's accept.
     pub(super) mshot: Arm,
@@ -69,7 +75,7 @@ impl Conn {
 
     /// Whether an op of this connection may be in the kernel.
     pub(super) fn in_kernel(&self) -> bool {
-        self.mshot.in_kernel() || self.read_busy || self.write_busy
+        self.mshot.in_kernel() || self.read_busy || self.write_busy || self.sendq.in_flight()
     }
 
     /// An SQE that cancels every op of this connection's file (its link timeouts
@@ -91,6 +97,8 @@ impl Conn {
             accepts: VecDeque::new(),
             read_busy: false,
             write_busy: false,
+            sendq: SendQueue::new(),
+            in_sendq: 0,
             mshot: Arm::Off,
             mshot_accept: false,
             starved: false,

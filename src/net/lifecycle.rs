@@ -54,6 +54,9 @@ impl WatcherCore {
             return Ok(());
         };
         c.life.lose();
+        // The queued stream writes fail below: nothing more of them is sent
+        // (a send in flight keeps what it covers until its completion).
+        c.sendq.discard();
         let slots: Vec<usize> = c
             .reads
             .iter()
@@ -139,6 +142,9 @@ impl WatcherCore {
                 self.clear_slot(i, false);
             }
         }
+        for c in self.conns.iter_mut().flatten() {
+            c.sendq.discard();
+        }
         for op in self.ops.iter_mut().flatten() {
             op.cancel = Some(Why::Closed);
         }
@@ -188,6 +194,10 @@ impl WatcherCore {
                 // under it (never expected for socket ops, which all cancel).
                 for op in self.ops.drain(..).flatten() {
                     std::mem::forget(op);
+                }
+                // A send in flight reads its queue's iovecs and msghdr.
+                for c in self.conns.iter_mut().flatten() {
+                    std::mem::take(&mut c.sendq).dispose(false);
                 }
                 if let Some(p) = self.pool.take() {
                     std::mem::forget(p);

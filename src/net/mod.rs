@@ -18,6 +18,7 @@ mod ops;
 mod pump;
 mod readahead;
 pub(crate) mod ring;
+mod send;
 mod view;
 mod watcher;
 

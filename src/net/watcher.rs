@@ -63,6 +63,8 @@ pub struct WatcherCore {
     pub(super) closed: bool,
     pub(super) sock_factory: Py<PyAny>,
     pub(super) cqes: Vec<(u64, i32, u32)>,
+    /// The op slots a completed send covered (kept to reuse its allocation).
+    pub(super) covered: Vec<usize>,
 }
 
 impl WatcherCore {
@@ -236,6 +238,7 @@ impl WatcherCore {
             closed: false,
             sock_factory,
             cqes: Vec::new(),
+            covered: Vec::new(),
         })
     }
 
@@ -621,6 +624,8 @@ impl Drop for WatcherCore {
             // exception for each pending op) can be made any more, and the process
             // is exiting. Leak what the kernel may still use rather than wait.
             std::mem::forget(std::mem::take(&mut self.ops));
+            // A send queue in flight holds the iovecs and msghdr of its send.
+            std::mem::forget(std::mem::take(&mut self.conns));
             std::mem::forget(self.pool.take());
             std::mem::forget(self.ring.take());
             return;
