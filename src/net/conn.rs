@@ -1,5 +1,5 @@
-//! One registered connection's state: its op queues, its multishot, its
-//! read-ahead and accepted-but-unclaimed connections.
+//! One registered connection's state: its lifecycle, its op queues and send
+//! queue, its multishot, its read-ahead and accepted-but-unclaimed connections.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd};
