@@ -52,6 +52,22 @@ def test_queued_writes_complete_in_order_with_their_own_counts(
     assert bytes(got) == b"".join(bytes(d) for d in datas)
 
 
+def test_hundreds_of_queued_writes_sent_in_short_pieces(watcher: ringio.Watcher, listener) -> None:
+    """More writes than one send covers, with a small send buffer: sends stop in
+    the middle of requests and across them; every count and byte is still exact."""
+    c, s = tcp_pair(listener)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    sizes = [(i * 7919) % 9000 for i in range(300)]  # 0 included
+    datas = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    for i, d in enumerate(datas):
+        watcher.write(i, s, d)
+    t, got = _reader(c, sum(sizes))
+    rs = collect(watcher, len(datas), timeout=20)
+    assert [(r.context, r.error, r.size) for r in rs] == [(i, None, n) for i, n in enumerate(sizes)]
+    t.join(20)
+    assert bytes(got) == b"".join(datas)
+
+
 @pytest.mark.parametrize("behind", ["in_the_same_send", "queued_behind_a_send"])
 def test_a_write_whose_deadline_passes_behind_a_slow_one_fails_alone(
     watcher: ringio.Watcher, listener, behind: str
