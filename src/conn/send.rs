@@ -73,7 +73,10 @@ pub struct SendQueue<K> {
     /// A cancel of the send in flight was asked for.
     cancelling: bool,
     iov: Vec<libc::iovec>,
-    msg: Box<libc::msghdr>,
+    /// The header of a `sendmsg`, made by the first send of several chunks: a
+    /// stream that never queues more than one chunk (an idle connection, a
+    /// request/response one) allocates nothing here.
+    msg: Option<Box<libc::msghdr>>,
 }
 
 // SAFETY: the raw pointers (chunk pointers, iovecs, the msghdr's) point into memory
@@ -101,8 +104,7 @@ impl<K> SendQueue<K> {
             in_flight: false,
             cancelling: false,
             iov: Vec::new(),
-            // SAFETY: msghdr is plain data; all-zero is a valid empty header.
-            msg: Box::new(unsafe { std::mem::zeroed() }),
+            msg: None,
         }
     }
 
@@ -269,11 +271,15 @@ impl<K> SendQueue<K> {
             });
         }
         // SAFETY: msghdr is plain data; zeroed is a valid empty header.
-        *self.msg = unsafe { std::mem::zeroed() };
-        self.msg.msg_iov = self.iov.as_mut_ptr();
+        let msg = self
+            .msg
+            .get_or_insert_with(|| Box::new(unsafe { std::mem::zeroed() }));
+        // SAFETY: as above.
+        **msg = unsafe { std::mem::zeroed() };
+        msg.msg_iov = self.iov.as_mut_ptr();
         // usize on glibc, c_int on musl.
-        self.msg.msg_iovlen = self.iov.len() as _;
-        Some(SendOp::Msg(&*self.msg))
+        msg.msg_iovlen = self.iov.len() as _;
+        Some(SendOp::Msg(&**msg))
     }
 
     /// The send in flight completed with `res` (bytes, or -errno).
@@ -354,8 +360,7 @@ impl<K> SendQueue<K> {
             self.queue.truncate(self.iov.len());
             let queue = std::mem::take(&mut self.queue);
             let iov = std::mem::take(&mut self.iov);
-            // SAFETY: msghdr is plain data; all-zero is a valid empty header.
-            let msg = std::mem::replace(&mut self.msg, Box::new(unsafe { std::mem::zeroed() }));
+            let msg = self.msg.take();
             std::mem::forget((queue, iov, msg));
         }
     }

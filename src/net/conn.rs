@@ -40,7 +40,9 @@ pub(super) struct Conn {
     pub(super) write_busy: bool,
     /// Its stream writes (`Kind::Write`): each request's bytes by reference, keyed
     /// by its op's slot. The requests in it are the first `in_sendq` of `writes`.
-    pub(super) sendq: SendQueue<usize>,
+    /// Made by the first stream write: an idle connection (most of a server's)
+    /// carries no queue.
+    pub(super) sendq: Option<Box<SendQueue<usize>>>,
     pub(super) in_sendq: usize,
     /// The connection's multishot op (`conn::recv`'s state machine): a receive
     /// feeding reads and read-ahead, or a listener's accept.
@@ -73,9 +75,14 @@ impl Conn {
         }
     }
 
+    /// A send of its stream writes is in the kernel.
+    pub(super) fn sending(&self) -> bool {
+        self.sendq.as_ref().is_some_and(|q| q.in_flight())
+    }
+
     /// Whether an op of this connection may be in the kernel.
     pub(super) fn in_kernel(&self) -> bool {
-        self.mshot.in_kernel() || self.read_busy || self.write_busy || self.sendq.in_flight()
+        self.mshot.in_kernel() || self.read_busy || self.write_busy || self.sending()
     }
 
     /// An SQE that cancels every op of this connection's file (its link timeouts
@@ -97,7 +104,7 @@ impl Conn {
             accepts: VecDeque::new(),
             read_busy: false,
             write_busy: false,
-            sendq: SendQueue::new(),
+            sendq: None,
             in_sendq: 0,
             mshot: Arm::Off,
             mshot_accept: false,
@@ -136,6 +143,11 @@ pub(super) enum Seg {
 /// Ring buffers of read-ahead past which a connection's multishot receive is
 /// cancelled while no read is pending (TCP flow control takes over).
 pub(super) const HOLD_PER_CONN: usize = 16;
+
+/// The connection's send queue, made when first needed.
+pub(super) fn queue(q: &mut Option<Box<SendQueue<usize>>>) -> &mut SendQueue<usize> {
+    q.get_or_insert_with(Default::default)
+}
 
 pub(super) const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
 

@@ -56,7 +56,9 @@ impl WatcherCore {
         c.life.lose();
         // The queued stream writes fail below: nothing more of them is sent
         // (a send in flight keeps what it covers until its completion).
-        c.sendq.discard();
+        if let Some(q) = c.sendq.as_mut() {
+            q.discard();
+        }
         let slots: Vec<usize> = c
             .reads
             .iter()
@@ -142,8 +144,13 @@ impl WatcherCore {
                 self.clear_slot(i, false);
             }
         }
-        for c in self.conns.iter_mut().flatten() {
-            c.sendq.discard();
+        for q in self
+            .conns
+            .iter_mut()
+            .flatten()
+            .filter_map(|c| c.sendq.as_mut())
+        {
+            q.discard();
         }
         for op in self.ops.iter_mut().flatten() {
             op.cancel = Some(Why::Closed);
@@ -197,7 +204,9 @@ impl WatcherCore {
                 }
                 // A send in flight reads its queue's iovecs and msghdr.
                 for c in self.conns.iter_mut().flatten() {
-                    std::mem::take(&mut c.sendq).dispose(false);
+                    if let Some(q) = c.sendq.take() {
+                        q.dispose(false);
+                    }
                 }
                 if let Some(p) = self.pool.take() {
                     std::mem::forget(p);

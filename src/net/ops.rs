@@ -12,6 +12,7 @@ use crate::buffers::View;
 use crate::ring::prep;
 
 use super::addr::SockAddr;
+use super::conn::queue;
 use super::view::OpResult;
 use super::watcher::WatcherCore;
 use super::{
@@ -190,7 +191,7 @@ impl WatcherCore {
                 c.in_sendq -= 1;
                 if op.done < op.len() {
                     // Not sent in full: what is left of it must not be sent.
-                    c.sendq.remove_shared(&slot);
+                    queue(&mut c.sendq).remove_shared(&slot);
                 }
             }
             let q = match op.kind {

@@ -108,7 +108,7 @@ impl WatcherCore {
             let Some(&slot) = c.writes.front() else {
                 return;
             };
-            if c.write_busy || c.sendq.in_flight() {
+            if c.write_busy || c.sending() {
                 return;
             }
             let op = self.ops[slot].as_ref().expect("live op");

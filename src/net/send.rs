@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use crate::conn::send::{SendEnd, SendOp};
 use crate::ring::prep;
 
+use super::conn::queue;
 use super::ops::{on, Fail, Kind, Why};
 use super::watcher::WatcherCore;
 use super::{TAG_OP, TAG_TIMEOUT};
@@ -40,7 +41,7 @@ impl WatcherCore {
             // send in flight's chunks never are: their ops are `in_kernel` and
             // finish only after the send's completion), or, once the connection
             // is freed, dropped by `discard`, which keeps the in-flight ones.
-            unsafe { c.sendq.write_shared(slot, ptr, len) };
+            unsafe { queue(&mut c.sendq).write_shared(slot, ptr, len) };
             op.in_sendq = true;
             c.in_sendq += 1;
         }
@@ -55,14 +56,14 @@ impl WatcherCore {
             return true;
         };
         let (fd, fixed) = c.target();
-        let Some(send) = c.sendq.start_send() else {
+        let Some(send) = queue(&mut c.sendq).start_send() else {
             return true;
         };
         let sqe = match send {
             SendOp::One { ptr, len } => prep::send(fd, ptr, len),
             SendOp::Msg(msg) => prep::sendmsg(fd, msg),
         };
-        let covered = c.sendq.in_flight_chunks();
+        let covered = queue(&mut c.sendq).in_flight_chunks();
         let head = *c.writes.front().expect("a queued write");
         let mut earliest: Option<(f64, usize)> = None;
         for &slot in c.writes.iter().take(covered) {
@@ -89,7 +90,7 @@ impl WatcherCore {
         };
         let Err(e) = pushed else { return true };
         let c = self.conns[idx].as_mut().expect("conn");
-        c.sendq.start_failed();
+        queue(&mut c.sendq).start_failed();
         for &slot in c.writes.iter().take(covered) {
             self.ops[slot].as_mut().expect("live op").in_kernel = false;
         }
@@ -114,8 +115,8 @@ impl WatcherCore {
             return;
         };
         let live = c.life.is_live();
-        covered.extend(c.writes.iter().take(c.sendq.in_flight_chunks()));
-        let end = c.sendq.finish_send(res);
+        covered.extend(c.writes.iter().take(queue(&mut c.sendq).in_flight_chunks()));
+        let end = queue(&mut c.sendq).finish_send(res);
         for &slot in &covered {
             self.op(slot).in_kernel = false;
         }
