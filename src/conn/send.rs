@@ -21,7 +21,7 @@ enum Chunk<K> {
     /// Bytes sent from their owner's storage: `keep` holds them alive and
     /// unchanged until the chunk is dropped (see [`SendQueue::write_shared`]).
     Shared {
-        _keep: K,
+        keep: K,
         ptr: *const u8,
         len: usize,
     },
@@ -73,7 +73,10 @@ pub struct SendQueue<K> {
     /// A cancel of the send in flight was asked for.
     cancelling: bool,
     iov: Vec<libc::iovec>,
-    msg: Box<libc::msghdr>,
+    /// The header of a `sendmsg`, made by the first send of several chunks: a
+    /// stream that never queues more than one chunk (an idle connection, a
+    /// request/response one) allocates nothing here.
+    msg: Option<Box<libc::msghdr>>,
 }
 
 // SAFETY: the raw pointers (chunk pointers, iovecs, the msghdr's) point into memory
@@ -81,6 +84,9 @@ pub struct SendQueue<K> {
 // the kernel, and the queue is moved between threads only as a whole (the loop
 // core keeps it behind its mutex).
 unsafe impl<K: Send> Send for SendQueue<K> {}
+// SAFETY: through a shared reference the queue only reads its own fields (sizes
+// and flags); nothing dereferences the raw pointers without `&mut self`.
+unsafe impl<K: Sync> Sync for SendQueue<K> {}
 
 impl<K> Default for SendQueue<K> {
     fn default() -> Self {
@@ -98,8 +104,7 @@ impl<K> SendQueue<K> {
             in_flight: false,
             cancelling: false,
             iov: Vec::new(),
-            // SAFETY: msghdr is plain data; all-zero is a valid empty header.
-            msg: Box::new(unsafe { std::mem::zeroed() }),
+            msg: None,
         }
     }
 
@@ -158,12 +163,49 @@ impl<K> SendQueue<K> {
         if len == 0 {
             return;
         }
-        self.queue.push_back(Chunk::Shared {
-            _keep: keep,
-            ptr,
-            len,
-        });
+        self.queue.push_back(Chunk::Shared { keep, ptr, len });
         self.queued += len;
+    }
+
+    /// Chunks the send in flight covers (0 when none is): the first ones of the
+    /// queue, the head from where it was sent up to.
+    pub fn in_flight_chunks(&self) -> usize {
+        if self.in_flight {
+            self.iov.len()
+        } else {
+            0
+        }
+    }
+
+    /// Removes the shared chunk kept by `key` (its first one) unless the send in
+    /// flight covers it; the rest of the queue keeps its order. When it is the
+    /// head, what of it was sent already is forgotten with it. Returns whether a
+    /// chunk was removed (false: there is none, or the kernel may be reading it).
+    pub fn remove_shared(&mut self, key: &K) -> bool
+    where
+        K: PartialEq,
+    {
+        let from = self.in_flight_chunks();
+        let Some(i) = self
+            .queue
+            .iter()
+            .skip(from)
+            .position(|ch| matches!(ch, Chunk::Shared { keep, .. } if keep == key))
+            .map(|i| i + from)
+        else {
+            return false;
+        };
+        let (_, len) = self.queue[i].slice();
+        let unsent = if i == 0 {
+            let left = len - self.head_off;
+            self.head_off = 0;
+            left
+        } else {
+            len
+        };
+        self.queued -= unsent.min(self.queued);
+        self.queue.remove(i);
+        true
     }
 
     /// Drops the first `n` queued bytes (sent).
@@ -229,11 +271,15 @@ impl<K> SendQueue<K> {
             });
         }
         // SAFETY: msghdr is plain data; zeroed is a valid empty header.
-        *self.msg = unsafe { std::mem::zeroed() };
-        self.msg.msg_iov = self.iov.as_mut_ptr();
+        let msg = self
+            .msg
+            .get_or_insert_with(|| Box::new(unsafe { std::mem::zeroed() }));
+        // SAFETY: as above.
+        **msg = unsafe { std::mem::zeroed() };
+        msg.msg_iov = self.iov.as_mut_ptr();
         // usize on glibc, c_int on musl.
-        self.msg.msg_iovlen = self.iov.len() as _;
-        Some(SendOp::Msg(&*self.msg))
+        msg.msg_iovlen = self.iov.len() as _;
+        Some(SendOp::Msg(&**msg))
     }
 
     /// The send in flight completed with `res` (bytes, or -errno).
@@ -314,8 +360,7 @@ impl<K> SendQueue<K> {
             self.queue.truncate(self.iov.len());
             let queue = std::mem::take(&mut self.queue);
             let iov = std::mem::take(&mut self.iov);
-            // SAFETY: msghdr is plain data; all-zero is a valid empty header.
-            let msg = std::mem::replace(&mut self.msg, Box::new(unsafe { std::mem::zeroed() }));
+            let msg = self.msg.take();
             std::mem::forget((queue, iov, msg));
         }
     }
@@ -553,6 +598,77 @@ mod tests {
         assert!(!q.in_flight());
         assert_eq!(q.queued(), 3);
         assert_eq!(covered(q.start_send().unwrap()), first);
+    }
+
+    fn keyed(q: &mut SendQueue<u32>, key: u32, data: &'static [u8]) {
+        // SAFETY: a static slice lives and stays unchanged for ever.
+        unsafe { q.write_shared(key, data.as_ptr(), data.len()) };
+    }
+
+    #[test]
+    fn in_flight_chunks_counts_what_the_send_covers() {
+        let mut q = SendQueue::<u32>::new();
+        keyed(&mut q, 1, b"one");
+        keyed(&mut q, 2, b"two");
+        assert_eq!(q.in_flight_chunks(), 0, "nothing in flight");
+        q.start_send().unwrap();
+        keyed(&mut q, 3, b"three");
+        assert_eq!(
+            q.in_flight_chunks(),
+            2,
+            "a write queued later is not covered"
+        );
+        q.finish_send(4);
+        assert_eq!(q.in_flight_chunks(), 0);
+        q.start_send().unwrap();
+        assert_eq!(q.in_flight_chunks(), 2, "the rest of two, and three");
+    }
+
+    #[test]
+    fn remove_shared_takes_a_queued_chunk_out_of_the_middle() {
+        let mut q = SendQueue::<u32>::new();
+        keyed(&mut q, 1, b"aa");
+        keyed(&mut q, 2, b"bbb");
+        keyed(&mut q, 3, b"cccc");
+        assert!(q.remove_shared(&2));
+        assert!(!q.remove_shared(&2), "it is gone");
+        assert!(!q.remove_shared(&9), "no such chunk");
+        assert_eq!(q.queued(), 6);
+        assert_eq!(covered(q.start_send().unwrap()), b"aacccc");
+    }
+
+    #[test]
+    fn remove_shared_spares_what_the_send_in_flight_reads() {
+        let mut q = SendQueue::<u32>::new();
+        keyed(&mut q, 1, b"aa");
+        keyed(&mut q, 2, b"bbb");
+        q.start_send().unwrap();
+        keyed(&mut q, 3, b"cccc");
+        assert!(!q.remove_shared(&1), "the kernel may be reading it");
+        assert!(!q.remove_shared(&2));
+        assert!(q.remove_shared(&3), "queued after the send started");
+        assert_eq!(q.queued(), 5);
+        assert_eq!(q.finish_send(5), SendEnd::Sent(5));
+        assert!(q.is_idle());
+    }
+
+    #[test]
+    fn remove_shared_of_a_partly_sent_head_forgets_its_offset() {
+        let mut q = SendQueue::<u32>::new();
+        keyed(&mut q, 1, b"abcdef");
+        keyed(&mut q, 2, b"xyz");
+        q.start_send().unwrap();
+        q.finish_send(2);
+        assert_eq!(q.queued(), 7);
+        assert!(q.remove_shared(&1));
+        assert_eq!(q.queued(), 3);
+        assert_eq!(
+            covered(q.start_send().unwrap()),
+            b"xyz",
+            "the next chunk is sent from its start"
+        );
+        assert_eq!(q.finish_send(3), SendEnd::Sent(3));
+        assert!(q.is_idle() && q.queued() == 0);
     }
 
     #[test]

@@ -51,13 +51,22 @@ impl WatcherCore {
             .and_then(Option::as_ref)
             .filter(|c| u64::from(c.gen) & GEN_MASK == (ud >> 32) & GEN_MASK)
             .map_or(0, |c| c.gen);
-        // Generation 0 is never live (the first one is 1): a stale CQE finds no conn.
         let cid = (u64::from(gen) << 32) | idx;
         let is_accept = ud & 4 != 0;
         let is_direct = ud & 8 != 0;
         let bid = cqueue::buffer_select(flags);
-        let Some(c) = self.conn(cid) else {
-            // Freed connection: give back its buffer, close an fd it accepted.
+        // A freed connection stays (lost) until its multishot's final CQE.
+        let live = match self.conn_any(cid) {
+            Some(c) => {
+                if !more {
+                    c.mshot_finished();
+                }
+                c.life.is_live()
+            }
+            None => false,
+        };
+        if !live {
+            // Freed: give back its buffer, close an fd it accepted.
             if let Some(bid) = bid {
                 self.give_back(bid);
             }
@@ -69,11 +78,10 @@ impl WatcherCore {
                     drop(unsafe { OwnedFd::from_raw_fd(res) });
                 }
             }
+            self.reap(cid);
             return;
-        };
-        if !more {
-            c.mshot_finished();
         }
+        let c = self.conn(cid).expect("live");
         if c.mshot_accept {
             if res >= 0 {
                 c.accepted.push_back(if is_direct {
@@ -138,6 +146,26 @@ impl WatcherCore {
     }
 
     pub(super) fn on_op(&mut self, py: Python<'_>, slot: usize, res: i32, flags: u32) {
+        let Some((cid, kind)) = self
+            .ops
+            .get(slot)
+            .and_then(Option::as_ref)
+            .map(|op| (op.cid, op.kind))
+        else {
+            return;
+        };
+        if kind == Kind::Write {
+            // The send of the connection's send queue, `slot` the first request
+            // it covers.
+            self.send_done(py, cid, res);
+        } else {
+            self.op_done(py, slot, res, flags);
+        }
+        // A freed connection goes once the kernel has given back its last op.
+        self.reap(cid);
+    }
+
+    fn op_done(&mut self, py: Python<'_>, slot: usize, res: i32, flags: u32) {
         let Some(op) = self.ops.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
@@ -145,11 +173,11 @@ impl WatcherCore {
         let (kind, cid, deadline, cancel) = (op.kind, op.cid, op.deadline, op.cancel);
         let bid = cqueue::buffer_select(flags);
         let alive = self.conn_ref(cid).is_some();
-        if alive {
-            let c = self.conn(cid).expect("conn");
+        if let Some(c) = self.conn_any(cid) {
             match kind {
                 Kind::Read | Kind::ReadFull | Kind::ReadFrom => c.read_busy = false,
-                Kind::Write | Kind::WriteTo | Kind::Connect => c.write_busy = false,
+                Kind::WriteTo | Kind::Connect => c.write_busy = false,
+                Kind::Write => unreachable!("see send_done"),
                 Kind::Accept => {}
             }
         }
@@ -228,19 +256,7 @@ impl WatcherCore {
                     }
                 }
             }
-            Kind::Write => {
-                let op = self.op(slot);
-                op.done += n;
-                if op.done < op.len() {
-                    if let Some(w) = why {
-                        self.finish(py, slot, Some(w.into()), None, false, None);
-                    } else if n == 0 {
-                        self.finish(py, slot, Some(Fail::Os(libc::EPIPE)), None, false, None);
-                    }
-                } else {
-                    self.finish(py, slot, None, None, false, None);
-                }
-            }
+            Kind::Write => unreachable!("see send_done"),
             Kind::WriteTo => {
                 self.op(slot).done = n;
                 self.finish(py, slot, None, None, false, None);

@@ -1,12 +1,14 @@
-//! One registered connection's state: its op queues, its multishot, its
-//! read-ahead and accepted-but-unclaimed connections.
+//! One registered connection's state: its lifecycle, its op queues and send
+//! queue, its multishot, its read-ahead and accepted-but-unclaimed connections.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use io_uring::{squeue, types};
 
+use crate::conn::lifecycle::Lifecycle;
 use crate::conn::recv::Arm;
+use crate::conn::send::SendQueue;
 use crate::ring::prep;
 
 use super::{GEN_BITS, TAG_INTERNAL, TAG_MSHOT};
@@ -26,11 +28,22 @@ pub(super) struct Conn {
     /// The slot came from the kernel's allocator (direct accept), not ours.
     pub(super) direct: bool,
     pub(super) gen: u32,
+    /// Open while registered; Lost once freed while the kernel still has an op of
+    /// it (the connection keeps its index, and what those ops point at, until
+    /// their last completion; then it is released and its index reused).
+    pub(super) life: Lifecycle,
     pub(super) reads: VecDeque<usize>,
     pub(super) writes: VecDeque<usize>,
     pub(super) accepts: VecDeque<usize>,
     pub(super) read_busy: bool,
+    /// A datagram write or a connect of this connection is in the kernel.
     pub(super) write_busy: bool,
+    /// Its stream writes (`Kind::Write`): each request's bytes by reference, keyed
+    /// by its op's slot. The requests in it are the first `in_sendq` of `writes`.
+    /// Made by the first stream write: an idle connection (most of a server's)
+    /// carries no queue.
+    pub(super) sendq: Option<Box<SendQueue<usize>>>,
+    pub(super) in_sendq: usize,
     /// The connection's multishot op (`conn::recv`'s state machine): a receive
     /// feeding reads and read-ahead, or a listener's accept.
     pub(super) mshot: Arm,
@@ -62,9 +75,14 @@ impl Conn {
         }
     }
 
+    /// A send of its stream writes is in the kernel.
+    pub(super) fn sending(&self) -> bool {
+        self.sendq.as_ref().is_some_and(|q| q.in_flight())
+    }
+
     /// Whether an op of this connection may be in the kernel.
     pub(super) fn in_kernel(&self) -> bool {
-        self.mshot.in_kernel() || self.read_busy || self.write_busy
+        self.mshot.in_kernel() || self.read_busy || self.write_busy || self.sending()
     }
 
     /// An SQE that cancels every op of this connection's file (its link timeouts
@@ -80,11 +98,14 @@ impl Conn {
             slot,
             direct,
             gen,
+            life: Lifecycle::Open,
             reads: VecDeque::new(),
             writes: VecDeque::new(),
             accepts: VecDeque::new(),
             read_busy: false,
             write_busy: false,
+            sendq: None,
+            in_sendq: 0,
             mshot: Arm::Off,
             mshot_accept: false,
             starved: false,
@@ -122,6 +143,11 @@ pub(super) enum Seg {
 /// Ring buffers of read-ahead past which a connection's multishot receive is
 /// cancelled while no read is pending (TCP flow control takes over).
 pub(super) const HOLD_PER_CONN: usize = 16;
+
+/// The connection's send queue, made when first needed.
+pub(super) fn queue(q: &mut Option<Box<SendQueue<usize>>>) -> &mut SendQueue<usize> {
+    q.get_or_insert_with(Default::default)
+}
 
 pub(super) const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
 

@@ -44,13 +44,21 @@ impl WatcherCore {
         }
     }
 
-    /// Frees a connection: queued ops fail now, the kernel's are cancelled, our
-    /// reference (fixed slot or dup) is dropped.
+    /// Frees a connection (gaio's Free: no draining, it is lost at once): queued
+    /// ops fail now, the kernel's are cancelled, our reference (fixed slot or dup)
+    /// is dropped. While the kernel still has an op of it, the connection stays
+    /// lost in its index (see [`reap`](Self::reap)).
     pub(super) fn release_conn(&mut self, py: Python<'_>, cid: u64) -> io::Result<()> {
         let idx = (cid & 0xffff_ffff) as usize;
         let Some(c) = self.conn(cid) else {
             return Ok(());
         };
+        c.life.lose();
+        // The queued stream writes fail below: nothing more of them is sent
+        // (a send in flight keeps what it covers until its completion).
+        if let Some(q) = c.sendq.as_mut() {
+            q.discard();
+        }
         let slots: Vec<usize> = c
             .reads
             .iter()
@@ -73,26 +81,45 @@ impl WatcherCore {
             // the slot is cleared or the dup closed.
             result = self.push(&[cancel_all]).and_then(|()| self.submit_now());
         }
-        let conn = self.conns[idx].take().expect("conn");
-        self.conn_free.push(idx as u32);
         self.nconns -= 1;
-        if let Some(slot) = conn.slot {
-            self.clear_slot(slot, !conn.direct);
+        let c = self.conns[idx].as_mut().expect("conn");
+        let (fd, slot, direct) = (c.fd.take(), c.slot.take(), c.direct);
+        let accepted = std::mem::take(&mut c.accepted);
+        let backlog = std::mem::take(&mut c.backlog);
+        (c.backlog_bytes, c.heap_bytes, c.held) = (0, 0, 0);
+        if let Some(slot) = slot {
+            self.clear_slot(slot, !direct);
         }
-        for acc in &conn.accepted {
+        for acc in &accepted {
             if let Accepted::Direct(i) = acc {
                 self.clear_slot(*i, false);
             }
         }
         // Held read-ahead buffers go back to the ring.
-        for seg in &conn.backlog {
+        for seg in &backlog {
             if let Seg::Ring { bid, .. } = *seg {
                 self.held_total -= 1;
                 self.return_held(bid);
             }
         }
-        drop(conn); // closes a dup and any accepted-but-unclaimed fds
+        // Closes a dup and any accepted-but-unclaimed fds (an op in the kernel
+        // holds its own reference to the file).
+        drop((fd, accepted));
+        self.reap(cid);
         result
+    }
+
+    /// Releases connection `cid` if it is lost and the kernel has no op of it
+    /// left: its index may then be reused.
+    pub(super) fn reap(&mut self, cid: u64) {
+        let idx = (cid & 0xffff_ffff) as usize;
+        let Some(c) = self.conn_any(cid) else { return };
+        if c.life.is_live() || c.in_kernel() {
+            return;
+        }
+        c.life.release();
+        self.conns[idx] = None;
+        self.conn_free.push(idx as u32);
     }
 
     /// Cancels everything and waits for every CQE; then the memory can go.
@@ -116,6 +143,14 @@ impl WatcherCore {
             for i in unclaimed {
                 self.clear_slot(i, false);
             }
+        }
+        for q in self
+            .conns
+            .iter_mut()
+            .flatten()
+            .filter_map(|c| c.sendq.as_mut())
+        {
+            q.discard();
         }
         for op in self.ops.iter_mut().flatten() {
             op.cancel = Some(Why::Closed);
@@ -141,7 +176,7 @@ impl WatcherCore {
                 .conns
                 .iter()
                 .flatten()
-                .filter(|c| c.in_kernel())
+                .filter(|c| c.life.is_live() && c.in_kernel())
                 .map(Conn::cancel_all)
                 .collect();
             for sqe in cancels {
@@ -166,6 +201,12 @@ impl WatcherCore {
                 // under it (never expected for socket ops, which all cancel).
                 for op in self.ops.drain(..).flatten() {
                     std::mem::forget(op);
+                }
+                // A send in flight reads its queue's iovecs and msghdr.
+                for c in self.conns.iter_mut().flatten() {
+                    if let Some(q) = c.sendq.take() {
+                        q.dispose(false);
+                    }
                 }
                 if let Some(p) = self.pool.take() {
                     std::mem::forget(p);

@@ -1,8 +1,10 @@
 //! Proactor networking on io_uring: the core of `ringio.Watcher` (gaio's model).
 //!
-//! The watcher owns its own ring. Each registered connection (a dup of the user's
-//! socket fd) has FIFO queues of reads and writes; only the head of each queue is in
-//! the kernel, so a connection's bytes keep their order. Reads without a buffer use a
+//! The watcher owns its own ring, or shares an event loop's. Each registered
+//! connection (a fixed-file slot, else a dup of the user's socket fd) has FIFO queues
+//! of reads and writes; only the head of each queue is in the kernel (for stream
+//! writes: one send covering the head requests of the connection's send queue), so
+//! a connection's bytes keep their order. Reads without a buffer use a
 //! provided-buffer ring and, where no deadline is set, a multishot receive; reads
 //! with a deadline carry an absolute (CLOCK_MONOTONIC) link timeout, so thousands of
 //! deadlines are kernel hrtimers (O(log n) each). Ops queued behind another op wait in
@@ -18,6 +20,7 @@ mod ops;
 mod pump;
 mod readahead;
 pub(crate) mod ring;
+mod send;
 mod view;
 mod watcher;
 

@@ -12,6 +12,7 @@ use crate::buffers::View;
 use crate::ring::prep;
 
 use super::addr::SockAddr;
+use super::conn::queue;
 use super::view::OpResult;
 use super::watcher::WatcherCore;
 use super::{
@@ -92,7 +93,11 @@ pub(super) struct Op {
     pub(super) done: usize,
     pub(super) deadline: Option<f64>,
     pub(super) ts: types::Timespec,
+    /// In the kernel: its own SQE, or (a stream write) covered by its
+    /// connection's send in flight.
     pub(super) in_kernel: bool,
+    /// A stream write queued in its connection's send queue.
+    pub(super) in_sendq: bool,
     pub(super) cancel: Option<Why>,
     pub(super) msg: Option<Box<Msg>>,
 }
@@ -142,6 +147,7 @@ impl WatcherCore {
             deadline,
             ts: timespec(deadline.unwrap_or(0.0)),
             in_kernel: false,
+            in_sendq: false,
             cancel: None,
             msg: None,
         });
@@ -175,7 +181,19 @@ impl WatcherCore {
     ) {
         let op = self.ops[slot].take().expect("live op");
         self.op_free.push(slot);
-        if let Some(c) = self.conn(op.cid) {
+        // A send in flight may be reading its buffer (see `send::fill_send_queue`).
+        debug_assert!(
+            !(op.in_sendq && op.in_kernel),
+            "finishing a write the kernel reads"
+        );
+        if let Some(c) = self.conn_any(op.cid) {
+            if op.in_sendq {
+                c.in_sendq -= 1;
+                if op.done < op.len() {
+                    // Not sent in full: what is left of it must not be sent.
+                    queue(&mut c.sendq).remove_shared(&slot);
+                }
+            }
             let q = match op.kind {
                 Kind::Read | Kind::ReadFull | Kind::ReadFrom => &mut c.reads,
                 Kind::Write | Kind::WriteTo | Kind::Connect => &mut c.writes,
@@ -291,12 +309,6 @@ impl WatcherCore {
                     opcode::Recv::new(fd, own.as_mut_ptr(), own.len() as u32).build()
                 }
             }
-            Kind::Write => {
-                let v = op.view.as_ref().expect("write data");
-                let len = (v.len() - done).min(MAX_RW) as u32;
-                // SAFETY: pointer math only; done < len of the pinned export.
-                prep::send(fd, unsafe { v.ptr().add(done) }, len)
-            }
             Kind::Connect => {
                 let m = op.msg.as_ref().expect("connect address");
                 opcode::Connect::new(
@@ -348,6 +360,7 @@ impl WatcherCore {
                 }
             }
             Kind::Accept => unreachable!("accepts use the connection's multishot accept"),
+            Kind::Write => unreachable!("stream writes use the connection's send queue"),
         };
         let sqe = on(sqe, fixed).user_data(ud);
         op.in_kernel = true;

@@ -108,12 +108,19 @@ impl WatcherCore {
             let Some(&slot) = c.writes.front() else {
                 return;
             };
-            if c.write_busy {
+            if c.write_busy || c.sending() {
                 return;
             }
             let op = self.ops[slot].as_ref().expect("live op");
-            if matches!(op.kind, Kind::Write) && op.len() == 0 {
-                self.finish(py, slot, None, None, false, None);
+            if op.kind == Kind::Write {
+                if op.len() == 0 {
+                    // Nothing to send: done once every write before it is.
+                    self.finish(py, slot, None, None, false, None);
+                    continue;
+                }
+                if self.pump_stream_writes(py, cid) {
+                    return;
+                }
                 continue;
             }
             if !self.submit_or_fail(py, slot) {

@@ -156,8 +156,9 @@ impl WatcherRing {
                         for sqe in sqes {
                             // SAFETY: every pointer in these SQEs (buffers, timespecs,
                             // msghdrs, addresses) lives in a boxed op, a pinned buffer
-                            // export or the buffer ring, all kept until the SQE's
-                            // final CQE is reaped.
+                            // export, the buffer ring or a connection's send queue
+                            // (which stays, lost if freed, until its send's CQE),
+                            // all kept until the SQE's final CQE is reaped.
                             unsafe { submit::push(&mut sq, sqe) };
                         }
                         return Ok(());

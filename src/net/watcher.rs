@@ -63,6 +63,8 @@ pub struct WatcherCore {
     pub(super) closed: bool,
     pub(super) sock_factory: Py<PyAny>,
     pub(super) cqes: Vec<(u64, i32, u32)>,
+    /// The op slots a completed send covered (kept to reuse its allocation).
+    pub(super) covered: Vec<usize>,
 }
 
 impl WatcherCore {
@@ -99,19 +101,26 @@ impl WatcherCore {
         }
     }
 
+    /// The registered (live) connection `cid`; None once freed.
     pub(super) fn conn(&mut self, cid: u64) -> Option<&mut Conn> {
-        let idx = (cid & 0xffff_ffff) as usize;
-        let gen = (cid >> 32) as u32;
-        match self.conns.get_mut(idx) {
-            Some(Some(c)) if c.gen == gen => Some(c),
-            _ => None,
-        }
+        self.conn_any(cid).filter(|c| c.life.is_live())
     }
 
     pub(super) fn conn_ref(&self, cid: u64) -> Option<&Conn> {
         let idx = (cid & 0xffff_ffff) as usize;
         let gen = (cid >> 32) as u32;
         match self.conns.get(idx) {
+            Some(Some(c)) if c.gen == gen && c.life.is_live() => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Connection `cid`, live or freed with ops still in the kernel (lost);
+    /// None once released.
+    pub(super) fn conn_any(&mut self, cid: u64) -> Option<&mut Conn> {
+        let idx = (cid & 0xffff_ffff) as usize;
+        let gen = (cid >> 32) as u32;
+        match self.conns.get_mut(idx) {
             Some(Some(c)) if c.gen == gen => Some(c),
             _ => None,
         }
@@ -229,6 +238,7 @@ impl WatcherCore {
             closed: false,
             sock_factory,
             cqes: Vec::new(),
+            covered: Vec::new(),
         })
     }
 
@@ -614,6 +624,8 @@ impl Drop for WatcherCore {
             // exception for each pending op) can be made any more, and the process
             // is exiting. Leak what the kernel may still use rather than wait.
             std::mem::forget(std::mem::take(&mut self.ops));
+            // A send queue in flight holds the iovecs and msghdr of its send.
+            std::mem::forget(std::mem::take(&mut self.conns));
             std::mem::forget(self.pool.take());
             std::mem::forget(self.ring.take());
             return;
