@@ -413,7 +413,7 @@ class AsyncTextFile(LineReading[str], _Base):
 
     def __del__(self) -> None:
         # As io.TextIOWrapper's: the warning names the text file, not its buffer
-        # (whose own __del__ then finds it closed).
+        # or raw file (whose own __del__s then find the raw file closed).
         raw = getattr(getattr(self, "buffer", None), "raw", None)
         if raw is not None and not raw._closed and raw._closefd:
             warnings.warn(f"unclosed file {self!r}", ResourceWarning, stacklevel=2, source=self)
