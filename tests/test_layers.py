@@ -23,7 +23,8 @@ PACKAGE = ROOT / "python" / "ringio"
 # Module paths relative to the ``ringio`` package, bottom to top. A module
 # belongs to the entry naming it or its nearest listed parent package;
 # ``__init__`` is ``ringio`` itself. The file objects (``_io``) are layered as
-# CPython's ``io`` is: binary files over the shared base, text over binary,
+# CPython's ``io`` is: the raw binary file over what binary files share, the
+# buffered one over the raw one, text over buffered,
 # ``open`` assembling them. ``aio`` and
 # ``uring`` are thin Python faces of the native kernel interfaces, which the
 # file engines use too (``uring.stat_result``). ``compat`` adapts ringio's
@@ -36,6 +37,7 @@ PY_LAYERS: list[set[str]] = [
     {"_io.base"},
     {"_io.lines", "_io.direct", "_io.positional"},
     {"_io.binary"},
+    {"_io.raw"},
     {"_io.buffered"},
     {"_io.text"},
     {"_io.open"},

@@ -196,8 +196,10 @@ async def _wrap_fd(
 
 
 def _set_name(f: AnyFile, name: Any) -> None:
-    # As the stdlib does on the raw FileIO: a text file's name is its buffer's.
-    raw = f.buffer if isinstance(f, AsyncTextFile) else f
+    # As the stdlib does on the raw FileIO: a text or buffered file's name is its
+    # raw file's.
+    buffered = f.buffer if isinstance(f, AsyncTextFile) else f
+    raw = buffered.raw if isinstance(buffered, AsyncBufferedFile) else buffered
     raw.name = name
 
 

@@ -137,7 +137,8 @@ async def test_direct_preads_run_concurrently_and_leave_the_position(engine, tmp
     async with f:
         await f.seek(100)
         in_flight = high = 0
-        real = f._eng.pread
+        eng = f.raw._eng  # the engine the raw file under the buffered one uses
+        real = eng.pread
         # Each read waits until all 32 have reached the engine: a fast thread could
         # otherwise finish one before the last started (seen on 3.14), and a lock
         # between them now fails the wait instead of passing unseen.
@@ -155,13 +156,13 @@ async def test_direct_preads_run_concurrently_and_leave_the_position(engine, tmp
             finally:
                 in_flight -= 1
 
-        f._eng.pread = counting
+        eng.pread = counting
         try:
             # Aligned and unaligned spans, 32 at once.
             spans = [(i * 4096 + (i % 3) * 7, 4096 - (i % 5) * 100) for i in range(32)]
             got = await asyncio.gather(*(f.pread(n, off) for off, n in spans))
         finally:
-            del f._eng.pread
+            del eng.pread
         assert got == [payload[off : off + n] for off, n in spans]
         assert high == 32  # no lock between them: the device sees them all at once
         assert await f.tell() == 100

@@ -1,35 +1,92 @@
-"""Buffered binary ``ringio.open`` files (``AsyncBufferedFile``, like
-``io.BufferedReader/Writer/Random``): what they do differently from the
-unbuffered ``AsyncFileIO`` over the same ``binary._BinaryFile``. Reads fill a
-read buffer and keep what they read ahead (line iteration borrows it), writes
-collect in a write buffer; io's buffered error messages.
+"""The buffered binary ``ringio.open`` file, ``AsyncBufferedFile`` (like
+``io.BufferedReader/Writer/Random``): it wraps a raw ``AsyncFileIO`` (``.raw``),
+as io's buffered files wrap a ``FileIO``. Reads fill a read buffer and keep what
+they read ahead (line iteration borrows it), writes collect in a write buffer;
+io's buffered error messages. Everything else (the fd, the position, a cancelled
+op's bookkeeping, O_DIRECT, closing) is the raw file's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import io
+import operator
+import os
+import warnings
+from collections.abc import Iterable
 from typing import Any
 
-from .._core import LINES_BYTES, LineCursor
-from .base import OFF_T_MAX, _closed_error
+from .._core import LINES_BYTES, AlignedBuffer, LineCursor
+from .base import CHUNK_MIN, OFF_T_MAX, _closed_error, _index, _scatter
 from .binary import WHENCES, _BinaryFile
+from .raw import AsyncFileIO
 
 
 class AsyncBufferedFile(_BinaryFile):
-    """A buffered binary file (like ``io.BufferedReader/Writer/Random``)."""
+    """A buffered binary file over a raw one (like ``io.BufferedReader/Writer/Random``).
+
+    The two share one lock (the raw file's): an op through ``.raw`` and one through
+    the buffered file never interleave. Under it, the buffered file calls the raw
+    file's lock-held parts."""
+
+    def __init__(self, raw: AsyncFileIO, buffer_size: int) -> None:
+        self.raw = raw
+        self._lock = raw._lock
+        # What the fd allows, which never changes: the fast paths check these.
+        self._readable = raw._readable
+        self._writable = raw._writable
+        self._seekable = raw._seekable
+        self._bufsize = buffer_size
+        # Read-ahead: the raw file's position is at the end of _rbuf.
+        self._rbuf = b""
+        self._rpos = 0
+        self._cursor: LineCursor | None = None
+        # Written data not yet written to the raw file, whose position is at its start.
+        self._wbuf = bytearray()
+        self._fill = buffer_size  # grows while reads stay sequential
+        self._last_fill_end = -1
+
+    # -- plain properties (the raw file's) ---------------------------------------------
+    @property
+    def name(self) -> Any:
+        return self.raw.name
+
+    @property
+    def mode(self) -> str:  # type: ignore[override]
+        return self.raw.mode
+
+    @property
+    def closed(self) -> bool:
+        return self.raw._closed
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def readable(self) -> bool:
+        return self.raw.readable()
+
+    def writable(self) -> bool:
+        return self.raw.writable()
+
+    def seekable(self) -> bool:
+        return self.raw.seekable()
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
 
     # As io: a buffered file without the capability has no such method at all
     # (UnsupportedOperation, closed or not).
     def _check_readable(self) -> None:
         if not self._readable:
             raise io.UnsupportedOperation("read")
-        if self._closed:
+        if self.raw._closed:
             raise _closed_error()
 
     def _check_writable(self) -> None:
         if not self._writable:
             raise io.UnsupportedOperation("write")
-        if self._closed:
+        if self.raw._closed:
             raise _closed_error()
 
     def _check_truncatable(self) -> None:
@@ -43,6 +100,76 @@ class AsyncBufferedFile(_BinaryFile):
             raise ValueError(f"whence value {whence} unsupported")
         if not self._seekable:
             raise io.UnsupportedOperation("File or stream is not seekable.")
+
+    # -- the buffers (lock held) --------------------------------------------------------
+    def _drop_read_buffer(self) -> None:
+        """Forgets read-ahead: the raw position goes back to the logical one. A
+        pipe's bytes cannot be read again: they are kept."""
+        self._unlines()
+        left = len(self._rbuf) - self._rpos
+        raw = self.raw
+        if left:
+            if self._seekable and raw._pos is not None:
+                raw._pos -= left
+            elif not self._seekable:
+                return
+        self._rbuf = b""
+        self._rpos = 0
+        raw._drop_read_buffer()
+
+    async def _flush_locked(self) -> None:
+        raw = self.raw
+        await raw._settle()
+        wbuf = self._wbuf
+        while wbuf:
+            # The engine may hold `wbuf` until the kernel is done: if we are
+            # cancelled (or close() ended the write: ValueError), swap in a copy
+            # so later writes can still append, and drop what the op wrote once
+            # its result is known.
+            try:
+                n = await raw._raw_write(wbuf)
+            except (asyncio.CancelledError, ValueError):
+                self._wbuf = bytearray(wbuf)
+                pending = raw._pending
+                if pending is not None:
+
+                    def applied(k: int, pending: Any = pending) -> None:
+                        pending(k)
+                        del self._wbuf[:k]
+
+                    raw._pending = applied
+                raise
+            if n == 0:
+                raise OSError(errno.EIO, "write returned 0 bytes")
+            del wbuf[:n]
+
+    async def _before_read(self) -> None:
+        self._unlines()
+        await self.raw._settle()
+        if self._wbuf:
+            await self._flush_locked()
+
+    async def _before_write(self) -> None:
+        self._unlines()
+        raw = self.raw
+        await raw._settle()
+        if self._rbuf or raw._rbuf:
+            self._drop_read_buffer()
+
+    async def _fill_chunk(self, size: int) -> bool:
+        """Appends one raw read of `size` to the read buffer; False at EOF."""
+        data = await self.raw._raw_read(size)
+        if not data:
+            return False
+        self._append_read(data)
+        return True
+
+    def _logical_pos(self) -> int:
+        self._unlines()
+        pos = self.raw._logical_pos()
+        if self._wbuf:
+            return pos + len(self._wbuf)
+        return pos - (len(self._rbuf) - self._rpos)
 
     # -- reading ----------------------------------------------------------------------
     async def _read_sized(self, size: int) -> bytes:
@@ -59,8 +186,9 @@ class AsyncBufferedFile(_BinaryFile):
             try:
                 if need >= self._bufsize:
                     # Large read: straight from the file, no copy through the buffer.
+                    raw = self.raw
                     while need > 0:
-                        data = await self._raw_read(need)
+                        data = await raw._raw_read(need)
                         if not data:
                             break
                         parts.append(data)
@@ -80,7 +208,7 @@ class AsyncBufferedFile(_BinaryFile):
     def _fill_size(self) -> int:
         """Buffer fill for small reads: the buffer size, doubling (to CHUNK_MAX) while
         the reads stay sequential, back to the buffer size after a seek."""
-        pos = self._pos
+        pos = self.raw._pos
         if pos is not None and pos == self._last_fill_end:
             self._fill = self._next_chunk(self._fill)
         else:
@@ -89,6 +217,32 @@ class AsyncBufferedFile(_BinaryFile):
         if pos is not None:
             self._last_fill_end = pos + fill
         return fill
+
+    async def read1(self, size: int = -1) -> bytes:
+        """Reads up to `size` bytes with at most one read from the file."""
+        self._unlines()
+        self._check_readable()
+        size = _index(size, allow_none=False)  # as io's read1: None is a TypeError
+        async with self._lock:
+            await self._before_read()
+            if size < 0:
+                size = max(self._bufsize, CHUNK_MIN)
+            if self._rpos < len(self._rbuf):
+                return self._take(size)
+            if size == 0:
+                return b""
+            return await self.raw._raw_read(size)
+
+    async def readall(self) -> bytes:
+        """Reads to the end of the file, in large chunks."""
+        self._unlines()
+        self._check_readable()
+        async with self._lock:
+            await self._before_read()
+            head = self._take(len(self._rbuf))
+            self._rbuf, self._rpos = b"", 0
+            # If this raises, the raw file keeps what was read, `head` first.
+            return await self.raw._readall_locked(head)
 
     async def _readinto_locked(self, mv: memoryview) -> int:
         """Fills `mv` (less only at EOF): from the read buffer, then straight from
@@ -99,13 +253,14 @@ class AsyncBufferedFile(_BinaryFile):
             got = self._take_into(mv)
             if got == n:
                 return got
-        if self._direct and got == 0:
-            direct = await self._direct_readinto(mv)
+        raw = self.raw
+        if raw._direct and got == 0 and raw._rpos >= len(raw._rbuf):
+            direct = await raw._direct_readinto(mv)
             if direct is not None:
                 return direct
         try:
             while got < n:
-                k = await self._readinto_once(mv[got:])
+                k = await raw._readinto_once(mv[got:])
                 got += k
                 if k == 0:
                     break
@@ -135,7 +290,7 @@ class AsyncBufferedFile(_BinaryFile):
         if (
             len(wbuf) + n < self._bufsize
             and not self._rbuf
-            and self._pending is None
+            and self.raw._pending is None
             and not self._lock.locked()
         ):
             wbuf += mv  # the common case: no I/O, no lock
@@ -145,9 +300,181 @@ class AsyncBufferedFile(_BinaryFile):
             if n >= self._bufsize:
                 await self._flush_locked()
                 # bytes cannot change under us; anything else is copied first.
-                await self._write_all(data if isinstance(data, bytes) else mv.tobytes())
+                await self.raw._write_all(data if isinstance(data, bytes) else mv.tobytes())
             else:
                 self._wbuf += mv
                 if len(self._wbuf) >= self._bufsize:
                     await self._flush_locked()
         return n
+
+    async def flush(self) -> None:
+        """Writes out the write buffer."""
+        self._check_closed()
+        if self._wbuf or self.raw._pending is not None:
+            async with self._lock:
+                await self._flush_locked()
+
+    # -- position ---------------------------------------------------------------------
+    async def tell(self) -> int:
+        """The current position."""
+        self._unlines()
+        self._check_closed()
+        if not self._seekable:
+            raise OSError(errno.ESPIPE, os.strerror(errno.ESPIPE))
+        raw = self.raw
+        async with self._lock:
+            await raw._settle()
+            if raw._append and self._wbuf:
+                await self._flush_locked()
+            await raw._raw_pos()
+            return self._logical_pos()
+
+    async def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """Moves the position (whence: SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA,
+        SEEK_HOLE); returns the new position."""
+        self._unlines()
+        self._check_closed()
+        offset = operator.index(offset)
+        whence = operator.index(whence)
+        self._check_seek(offset, whence)
+        async with self._lock:
+            await self._flush_locked()
+            return await self.raw._seek_locked(offset, whence, self)
+
+    async def truncate(self, size: int | None = None) -> int:
+        """Resizes the file to `size` (default: the position); the position stays."""
+        self._unlines()
+        self._check_closed()
+        self._check_truncatable()
+        if not self._seekable:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        async with self._lock:
+            await self._flush_locked()
+            return await self.raw._truncate_locked(size, self)
+
+    # -- the raw file's own operations, after the buffers ------------------------------
+    async def _flush_before_positional(self) -> None:
+        if self._wbuf:
+            async with self._lock:
+                await self._flush_locked()
+
+    async def pread(self, n: int, offset: int) -> bytes:
+        """Reads up to `n` bytes at `offset`, leaving the position alone."""
+        self._check_readable()
+        if n < 0 or offset < 0:
+            raise ValueError("negative size or offset")
+        raw = self.raw
+        if self._wbuf or raw._pending is not None:
+            async with self._lock:
+                await self._flush_locked()
+        # The raw file's pread (``PositionalIO.pread``), inlined: awaiting it would
+        # cost a coroutine per read.
+        if raw._direct:
+            # No lock: the aligned bounce buffer is this read's own.
+            a = raw._off_align
+            start = offset - offset % a
+            bounce = AlignedBuffer(-(-(offset + n) // a) * a - start, raw._dio_align)
+            got = await raw._eng.pread(raw._fd, bounce, start, raw._hint)
+            skip = offset - start
+            got = max(0, min(got - skip, n))
+            return bytes(memoryview(bounce)[skip : skip + got])
+        return await raw._eng.pread_bytes(raw._fd, n, offset, raw._hint)
+
+    async def pread_many(
+        self, n: int, offsets: Iterable[int], *, depth: int = 32
+    ) -> list[bytes]:
+        """``AsyncFileIO.pread_many``, after the write buffer is written out."""
+        self._check_readable()
+        await self._flush_before_positional()
+        return await self.raw.pread_many(n, offsets, depth=depth)
+
+    async def preadinto_many(
+        self, buffer: Any, offsets: Iterable[int], *, depth: int = 32
+    ) -> list[int]:
+        """``AsyncFileIO.preadinto_many``, after the write buffer is written out."""
+        self._check_readable()
+        await self._flush_before_positional()
+        return await self.raw.preadinto_many(buffer, offsets, depth=depth)
+
+    async def pwrite(self, data: Any, offset: int) -> int:
+        """Writes `data` at `offset` (one op, may be short), leaving the position alone."""
+        self._unlines()
+        self._check_writable()
+        if isinstance(data, str):
+            raise TypeError("a bytes-like object is required, not 'str'")
+        if offset < 0:
+            raise ValueError("negative offset")
+        raw = self.raw
+        if raw._direct and not (self._wbuf or self._rbuf or raw._pending or raw._rbuf):
+            bounce = raw._whole_blocks(data, offset)
+            if bounce is not None:
+                return await raw._eng.pwrite(raw._fd, bounce, offset, raw._hint)
+        async with self._lock:
+            await self._flush_locked()
+            if self._rbuf:
+                self._drop_read_buffer()  # may now be stale
+            return await raw._pwrite_locked(data, offset)
+
+    async def readv(self, buffers: Iterable[Any]) -> int:
+        """Scatter read: fills `buffers` in order with ONE op at the position, which
+        advances; returns the byte count."""
+        self._unlines()
+        self._check_readable()
+        bufs = list(buffers)
+        for b in bufs:  # as os.readv: a read-only target is a TypeError, up front
+            if memoryview(b).readonly:
+                raise TypeError(f"readv() buffers must be writable, not {type(b).__name__}")
+        async with self._lock:
+            await self._before_read()
+            self._drop_read_buffer()
+            if self._rbuf:  # a pipe's read-ahead comes first
+                return _scatter(bufs, self._take(sum(memoryview(b).nbytes for b in bufs)))
+            return await self.raw._readv_locked(bufs)
+
+    async def writev(self, buffers: Iterable[Any]) -> int:
+        """Gather write: writes `buffers` in order with ONE op at the position, which
+        advances; returns the byte count (may be short, like os.writev)."""
+        self._unlines()
+        self._check_writable()
+        bufs = list(buffers)
+        for b in bufs:
+            if isinstance(b, str):
+                raise TypeError("a bytes-like object is required, not 'str'")
+        async with self._lock:
+            await self._before_write()
+            await self._flush_locked()
+            return await self.raw._writev_locked(bufs)
+
+    async def fsync(self) -> None:
+        """Flushes, then fsync(2)."""
+        await self.flush()
+        await self.raw.fsync()
+
+    async def fdatasync(self) -> None:
+        """Flushes, then fdatasync(2)."""
+        await self.flush()
+        await self.raw.fdatasync()
+
+    # -- closing ----------------------------------------------------------------------
+    async def close(self) -> None:
+        """Flushes, then closes the raw file.
+
+        An op another task has in flight on a pipe, socket or terminal is ended:
+        it raises ``ValueError: I/O operation on closed file.``, as do the ops
+        waiting behind it; the write buffer is written out after them. The fd
+        number goes back to the OS only once the kernel has completed every op of
+        ours on it."""
+        self._unlines()  # iteration stops: the next line raises ValueError
+        await self.raw._close(self)
+
+    def __del__(self) -> None:
+        raw = getattr(self, "raw", None)
+        if raw is None or raw._closed:
+            return
+        if raw._closefd:
+            warnings.warn(f"unclosed file {self!r}", ResourceWarning, stacklevel=2, source=self)
+        raw._close_now()
+
+    def _close_now(self) -> None:
+        """Closes at collection (see ``AsyncFileIO._close_now``)."""
+        self.raw._close_now()

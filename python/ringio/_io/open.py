@@ -19,8 +19,8 @@ from .._core import (
     dio_alignment,
 )
 from .base import DEFAULT_BUFFER_SIZE, DIO_FALLBACK
-from .binary import AsyncFileIO
 from .buffered import AsyncBufferedFile
+from .raw import AsyncFileIO
 from .text import AsyncTextFile
 
 AnyFile = AsyncFileIO | AsyncBufferedFile | AsyncTextFile
@@ -232,16 +232,18 @@ async def _open(
         if direct and buffering:
             align = max((dio_alignment(fd) or (DIO_FALLBACK, DIO_FALLBACK))[1], 1)
             buffering = -(-buffering // align) * align
-        cls = AsyncBufferedFile if buffering else AsyncFileIO
-        raw = cls(
+        raw = AsyncFileIO(
             fd, file, raw_mode, readable=readable, writable=writable, append=kind == "a",
-            closefd=closefd, seekable=seekable, pos=pos, buffer_size=buffering,
-            direct=direct, isatty=is_tty, engine=eng,
+            closefd=closefd, seekable=seekable, pos=pos, direct=direct, isatty=is_tty,
+            engine=eng,
         )  # fmt: skip
-        if binary:
+        if not buffering:
             return raw
+        buffered = AsyncBufferedFile(raw, buffering)
+        if binary:
+            return buffered
         assert encoding is not None
-        return AsyncTextFile(raw, encoding, errors, newline, line_buffering, mode)
+        return AsyncTextFile(buffered, encoding, errors, newline, line_buffering, mode)
     except BaseException:
         if closefd or not isinstance(file, int):
             try:

@@ -1,6 +1,7 @@
-"""Binary files' own operations beyond ``io``'s: ``pread``/``pwrite`` (the
+"""The raw binary file's operations beyond ``io``'s: ``pread``/``pwrite`` (the
 position is left alone), ``pread_many``/``preadinto_many``, ``readv``/``writev``,
-``fsync``/``fdatasync``.
+``fsync``/``fdatasync``. The buffered file writes its buffer out, then calls these
+(or, under the lock, their ``_*_locked`` parts).
 """
 
 from __future__ import annotations
@@ -17,17 +18,16 @@ from .base import _scatter
 
 class PositionalIO:
     """What ``ringio.open`` binary files add to ``io``'s: positioned and vectored
-    reads and writes, batches of them, and ``fsync``."""
+    reads and writes, batches of them, and ``fsync`` (on the raw file)."""
 
     async def pread(self, n: int, offset: int) -> bytes:
         """Reads up to `n` bytes at `offset`, leaving the position alone."""
         self._check_readable()
         if n < 0 or offset < 0:
             raise ValueError("negative size or offset")
-        if self._wbuf or self._pending is not None:
+        if self._pending is not None:
             async with self._lock:
                 await self._settle()
-                await self._flush_locked()
         if self._direct:
             # Positional: no lock, so concurrent preads of an O_DIRECT file keep the
             # device's queue as deep as the caller's concurrency. The aligned
@@ -70,13 +70,12 @@ class PositionalIO:
                                               depth=depth, align=align)  # fmt: skip
 
     async def _before_positional_reads(self) -> tuple[int, int] | None:
-        """Checks, and writes out what is buffered (the reads must see it); returns
-        the O_DIRECT alignment (offset, memory) of the file, None when buffered."""
+        """Checks, and applies a cancelled write's result (the reads must see it);
+        returns the O_DIRECT alignment (offset, memory) of the file, None when buffered."""
         self._check_readable()
-        if self._wbuf or self._pending is not None:
+        if self._pending is not None:
             async with self._lock:
                 await self._settle()
-                await self._flush_locked()
         return (self._off_align, self._mem_align) if self._direct else None
 
     async def pwrite(self, data: Any, offset: int) -> int:
@@ -87,26 +86,36 @@ class PositionalIO:
             raise TypeError("a bytes-like object is required, not 'str'")
         if offset < 0:
             raise ValueError("negative offset")
-        if self._direct and not (self._wbuf or self._pending or self._rbuf):
-            mv = memoryview(data).cast("B")
-            if offset % self._off_align == 0 and mv.nbytes % self._off_align == 0 and mv:
-                # Whole blocks: nothing to read back or truncate, so no lock either.
-                bounce = AlignedBuffer(mv.nbytes, self._dio_align)
-                memoryview(bounce)[:] = mv
+        if self._direct and not (self._pending or self._rbuf):
+            bounce = self._whole_blocks(data, offset)
+            if bounce is not None:
                 return await self._eng.pwrite(self._fd, bounce, offset, self._hint)
         async with self._lock:
-            await self._settle()
-            await self._flush_locked()
-            if self._rbuf:
-                self._drop_read_buffer()  # may now be stale
-            if self._direct:
-                saved = self._pos
-                self._pos = offset
-                try:
-                    return await self._direct_write(data)
-                finally:
-                    self._pos = saved
-            return await self._eng.pwrite(self._fd, data, offset, self._hint)
+            return await self._pwrite_locked(data, offset)
+
+    def _whole_blocks(self, data: Any, offset: int) -> Any:
+        """O_DIRECT: `data` copied into an aligned bounce buffer when it covers whole
+        blocks at `offset` (such a write needs nothing read back or truncated, so
+        no lock either); else None."""
+        mv = memoryview(data).cast("B")
+        if offset % self._off_align == 0 and mv.nbytes % self._off_align == 0 and mv:
+            bounce = AlignedBuffer(mv.nbytes, self._dio_align)
+            memoryview(bounce)[:] = mv
+            return bounce
+        return None
+
+    async def _pwrite_locked(self, data: Any, offset: int) -> int:
+        await self._settle()
+        if self._rbuf:
+            self._drop_read_buffer()  # may now be stale
+        if self._direct:
+            saved = self._pos
+            self._pos = offset
+            try:
+                return await self._direct_write(data)
+            finally:
+                self._pos = saved
+        return await self._eng.pwrite(self._fd, data, offset, self._hint)
 
     async def readv(self, buffers: Iterable[Any]) -> int:
         """Scatter read: fills `buffers` in order with ONE op at the position, which
@@ -118,25 +127,28 @@ class PositionalIO:
             if memoryview(b).readonly:
                 raise TypeError(f"readv() buffers must be writable, not {type(b).__name__}")
         async with self._lock:
-            await self._before_read()
-            self._drop_read_buffer()
-            if self._rbuf:  # a pipe's leftover bytes come first
-                return await self._readinto_from_leftover(bufs)
-            if self._direct:
-                total = sum(memoryview(b).nbytes for b in bufs)
-                data = await self._direct_read(total)
-                return _scatter(bufs, data)
-            if not self._seekable:
-                # One read into a scratch buffer of ours, then scatter: if it is
-                # cancelled, what the kernel read is kept from the scratch (the
-                # caller's buffers are theirs again once the call has raised).
-                scratch = bytearray(sum(memoryview(b).nbytes for b in bufs))
-                got = await self._stream(self._eng.read, scratch, self._keep_read_bytes(scratch))
-                return _scatter(bufs, bytes(memoryview(scratch)[:got]))
-            pos = await self._raw_pos()
-            got = await self._eng.preadv(self._fd, bufs, pos)
-            self._pos = pos + got
-            return got
+            return await self._readv_locked(bufs)
+
+    async def _readv_locked(self, bufs: list[Any]) -> int:
+        await self._before_read()
+        self._drop_read_buffer()
+        if self._rbuf:  # a pipe's leftover bytes come first
+            return await self._readinto_from_leftover(bufs)
+        if self._direct:
+            total = sum(memoryview(b).nbytes for b in bufs)
+            data = await self._direct_read(total)
+            return _scatter(bufs, data)
+        if not self._seekable:
+            # One read into a scratch buffer of ours, then scatter: if it is
+            # cancelled, what the kernel read is kept from the scratch (the
+            # caller's buffers are theirs again once the call has raised).
+            scratch = bytearray(sum(memoryview(b).nbytes for b in bufs))
+            got = await self._stream(self._eng.read, scratch, self._keep_read_bytes(scratch))
+            return _scatter(bufs, bytes(memoryview(scratch)[:got]))
+        pos = await self._raw_pos()
+        got = await self._eng.preadv(self._fd, bufs, pos)
+        self._pos = pos + got
+        return got
 
     async def _readinto_from_leftover(self, bufs: list[Any]) -> int:
         data = self._take(sum(memoryview(b).nbytes for b in bufs))
@@ -152,25 +164,27 @@ class PositionalIO:
             if isinstance(b, str):
                 raise TypeError("a bytes-like object is required, not 'str'")
         async with self._lock:
-            await self._before_write()
-            await self._flush_locked()
-            if self._direct or not self._seekable:
-                return await self._raw_write(b"".join(bufs))
-            pos = self._pos if self._pos is not None else 0
-            oc = self._outcome
-            oc.reset()
+            return await self._writev_locked(bufs)
 
-            def advance(n: int) -> None:
-                self._pos = None if self._append else pos + n
+    async def _writev_locked(self, bufs: list[Any]) -> int:
+        await self._before_write()
+        if self._direct or not self._seekable:
+            return await self._raw_write(b"".join(bufs))
+        pos = self._pos if self._pos is not None else 0
+        oc = self._outcome
+        oc.reset()
 
-            try:
-                n = await self._eng.pwritev(self._fd, bufs, pos, outcome=oc)
-            except asyncio.CancelledError:
-                if oc.armed:
-                    self._pending = advance
-                raise
-            advance(n)
-            return n
+        def advance(n: int) -> None:
+            self._pos = None if self._append else pos + n
+
+        try:
+            n = await self._eng.pwritev(self._fd, bufs, pos, outcome=oc)
+        except asyncio.CancelledError:
+            if oc.armed:
+                self._pending = advance
+            raise
+        advance(n)
+        return n
 
     async def fsync(self) -> None:
         """Flushes, then fsync(2)."""

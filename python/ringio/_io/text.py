@@ -63,7 +63,7 @@ class AsyncTextFile(LineReading[str], _Base):
         self._chunk_log: list[tuple[bytes, tuple[int, bytes] | None]] | None = None
         if self._seekable and buffer._writable:
             # Like TextIOWrapper: no BOM in the middle of a file.
-            pos = buffer._pos or 0
+            pos = buffer.raw._pos or 0
             if pos != 0:
                 try:
                     self._get_encoder().setstate(0)
@@ -80,7 +80,7 @@ class AsyncTextFile(LineReading[str], _Base):
 
     @property
     def closed(self) -> bool:  # type: ignore[override]
-        return self.buffer._closed
+        return self.buffer.closed
 
     @property
     def name(self) -> Any:
@@ -118,7 +118,7 @@ class AsyncTextFile(LineReading[str], _Base):
         return self.buffer.isatty()
 
     def _check_closed(self) -> None:
-        if self.buffer._closed:
+        if self.buffer.closed:
             raise _closed_error()
 
     def _check_readable(self) -> None:
@@ -413,11 +413,11 @@ class AsyncTextFile(LineReading[str], _Base):
 
     def __del__(self) -> None:
         # As io.TextIOWrapper's: the warning names the text file, not its buffer
-        # (whose own __del__ then finds it closed).
-        buffer = getattr(self, "buffer", None)
-        if buffer is not None and not getattr(buffer, "_closed", True) and buffer._closefd:
+        # or raw file (whose own __del__s then find the raw file closed).
+        raw = getattr(getattr(self, "buffer", None), "raw", None)
+        if raw is not None and not raw._closed and raw._closefd:
             warnings.warn(f"unclosed file {self!r}", ResourceWarning, stacklevel=2, source=self)
-            buffer._close_now()
+            raw._close_now()
 
     # -- position (the stdlib's cookie algorithm, from _pyio) ------------------------
     @staticmethod

@@ -19,7 +19,7 @@ import weakref
 from typing import Any
 
 from ringio import _engines
-from ringio._io import AsyncBufferedFile, AsyncTextFile
+from ringio._io import AsyncBufferedFile, AsyncFileIO, AsyncTextFile
 
 
 class _StdBinary(AsyncBufferedFile):
@@ -111,14 +111,15 @@ def _make(stream: Any, text: bool, eng: _engines.FileEngine) -> Any:
     readable, writable = stream.readable(), stream.writable()
     mode = "rb+" if readable and writable else "rb" if readable else "wb"
     name = getattr(stream, "name", fd)
-    raw = _StdBinary(
+    raw = AsyncFileIO(
         fd, name, mode, readable=readable, writable=writable, append=False,
-        closefd=False, seekable=False, pos=0, buffer_size=io.DEFAULT_BUFFER_SIZE,
-        direct=False, isatty=os.isatty(fd), engine=eng,
+        closefd=False, seekable=False, pos=0, direct=False, isatty=os.isatty(fd),
+        engine=eng,
     )  # fmt: skip
+    buffered = _StdBinary(raw, io.DEFAULT_BUFFER_SIZE)
     if not text:
-        return raw
+        return buffered
     tmode = "r+" if readable and writable else "r" if readable else "w"
     return _StdText(
-        raw, stream.encoding, stream.errors, None, bool(stream.line_buffering), tmode
+        buffered, stream.encoding, stream.errors, None, bool(stream.line_buffering), tmode
     )

@@ -123,7 +123,7 @@ class AsyncIndirectFileIO(AsyncIndirectBase):
     """The indirect version of io.FileIO."""
 
 
-# What ringio's buffered files lack compared with io's: a separate raw layer.
+# What ringio's buffered files lack compared with io's: peek and detach.
 
 
 async def _peek(self: Any, size: int = 0) -> bytes:
@@ -141,8 +141,8 @@ async def _peek(self: Any, size: int = 0) -> bytes:
 
 
 def _raw(self: Any) -> Any:
-    """ringio's buffered file is one object (no FileIO under it): itself."""
-    return self._file
+    """The raw file under the buffered one, as io's ``BufferedReader.raw``."""
+    return self._file.raw
 
 
 def _detach(self: Any) -> Any:
@@ -153,29 +153,30 @@ def _detach(self: Any) -> Any:
     f = self._file
     if f.closed:
         raise ValueError("raw stream has been detached")
-    if f._lock.locked() or f._pending is not None:
+    r = f.raw
+    if f._lock.locked() or r._pending is not None:
         raise ValueError("detach() while another operation is in progress on the file")
     f._unlines()
-    fd = f._fd
+    fd = r._fd
     # Synchronously, as io's detach() flushes: the wrapper's detach() is a plain
     # method in aiofiles too.
     wbuf = f._wbuf
     while wbuf:
-        if f._seekable and not f._append and f._pos is not None:
-            n = os.pwrite(fd, wbuf, f._pos)
-            f._pos += n
+        if r._seekable and not r._append and r._pos is not None:
+            n = os.pwrite(fd, wbuf, r._pos)
+            r._pos += n
         else:
             n = os.write(fd, wbuf)
-            if f._pos is not None and not f._append:
-                f._pos += n
+            if r._pos is not None and not r._append:
+                r._pos += n
         if n == 0:
             raise OSError(errno.EIO, "write returned 0 bytes")
         del wbuf[:n]
-    if f._seekable and f._pos is not None and not f._append:
-        os.lseek(fd, f._pos, os.SEEK_SET)  # where the raw file is: after read-ahead
-    closefd = f._closefd
-    f._closefd = False
-    f._closed = True  # the ringio object lets go of the fd without closing it
+    if r._seekable and r._pos is not None and not r._append:
+        os.lseek(fd, r._pos, os.SEEK_SET)  # where the raw file is: after read-ahead
+    closefd = r._closefd
+    r._closefd = False
+    r._closed = True  # the ringio object lets go of the fd without closing it
     self._detached = True
     raw = io.FileIO(fd, f.mode.replace("b", ""), closefd=closefd)
     raw.name = f.name  # type: ignore[misc]
