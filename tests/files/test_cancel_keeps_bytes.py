@@ -267,6 +267,29 @@ async def test_a_cancelled_text_read_of_a_regular_file_keeps_tell_right(engine, 
             assert await f.readline() == text[6:].split("\n")[0] + "\n"
 
 
+@pytest.mark.parametrize("buffering", [0, 4096])
+async def test_a_cancelled_readall_of_a_regular_file_keeps_its_bytes(engine, tmp_path, buffering):
+    """readall() (which first asks for the file's size), cancelled at each await in
+    turn after a read that left bytes read ahead: either it returned, or the
+    position and the next reads are as if it never ran."""
+    path = tmp_path / "b.bin"
+    payload = random.Random(5).randbytes(200_000)
+    path.write_bytes(payload)
+    for steps in range(4):
+        async with ringio.open(path, "rb", buffering=buffering) as f:
+            assert await f.read(10) == payload[:10]
+            task = asyncio.ensure_future(f.readall())
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            task.cancel()
+            try:
+                got = await task
+            except asyncio.CancelledError:
+                assert await f.tell() == 10, steps
+                got = await f.read()
+            assert got == payload[10:], steps
+
+
 @pytest.mark.parametrize(
     "what",
     ["binary-read(n)", "binary-readinto", "text-read(n)", "text-readline", "unbuffered-readline"],

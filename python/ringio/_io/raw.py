@@ -321,16 +321,16 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
         parts = [head, self._take(len(self._rbuf))]
         self._rbuf, self._rpos = b"", 0
         chunk = CHUNK_MIN
-        if self._seekable and not self._direct:
-            # Regular files: ask for everything left, plus one byte to see EOF.
-            try:
-                st = await self._eng.fstat(self._fd)
-                pos = await self._raw_pos()
-                if st.st_size > pos:
-                    chunk = st.st_size - pos + 1
-            except OSError:
-                pass
         try:
+            if self._seekable and not self._direct:
+                # Regular files: ask for everything left, plus one byte to see EOF.
+                try:
+                    st = await self._eng.fstat(self._fd)
+                    pos = await self._raw_pos()
+                    if st.st_size > pos:
+                        chunk = st.st_size - pos + 1
+                except OSError:
+                    pass
             while True:
                 data = await self._read_once(chunk)
                 if not data:
