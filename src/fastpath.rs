@@ -22,6 +22,10 @@ pub fn pread_nowait(
     n: usize,
     offset: i64,
 ) -> PyResult<Option<Py<PyBytes>>> {
+    Ok(read_cached(py, fd, n, offset)?.map(Bound::unbind))
+}
+
+fn check(py: Python<'_>, fd: RawFd, offset: i64) -> PyResult<()> {
     if fd < 0 {
         return Err(errors::os_error(py, libc::EBADF, None, None));
     }
@@ -33,6 +37,53 @@ pub fn pread_nowait(
             Some("negative offset"),
         ));
     }
+    Ok(())
+}
+
+/// Fills `n` bytes at `addr` from `fd` at `offset` with `preadv2(RWF_NOWAIT)`:
+/// Ok(Some(count)) when all were read or the file ended first, Ok(None) where the
+/// cache stops (EAGAIN, before or after some bytes), Err(errno) for an error before
+/// any byte. A read that comes back short is either at the end of the file or only
+/// partly cached: reading on tells which (0 at EOF, EAGAIN where the cache stops). A
+/// partly cached range is left to the caller's queue, so that a result is short
+/// only at the end of the file, as a blocking pread's is.
+///
+/// # Safety
+/// `addr..addr + n` must be writable memory that nothing else reads or writes
+/// during the call.
+unsafe fn fill_nowait(fd: RawFd, addr: usize, n: usize, offset: i64) -> Result<Option<usize>, i32> {
+    let mut got = 0usize;
+    loop {
+        let iov = libc::iovec {
+            iov_base: (addr + got) as *mut libc::c_void,
+            iov_len: n - got,
+        };
+        // SAFETY: `iov` describes the `n - got` writable bytes left (the caller's
+        // contract).
+        let r = unsafe { libc::preadv2(fd, &iov, 1, offset + got as i64, libc::RWF_NOWAIT) };
+        if r < 0 {
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            return match errno {
+                libc::EAGAIN => Ok(None),
+                _ if got > 0 => Ok(Some(got)),
+                _ => Err(errno),
+            };
+        }
+        got += r as usize;
+        if r == 0 || got == n {
+            return Ok(Some(got));
+        }
+    }
+}
+
+/// `pread_nowait`'s read, for the callers that wrap its result (`ready.rs`).
+pub fn read_cached<'py>(
+    py: Python<'py>,
+    fd: RawFd,
+    n: usize,
+    offset: i64,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    check(py, fd, offset)?;
     let len = ffi::Py_ssize_t::try_from(n)
         .map_err(|_| pyo3::exceptions::PyOverflowError::new_err("read size too large"))?;
     // SAFETY: a NULL source asks CPython for an uninitialised bytes object of `len`
@@ -43,56 +94,24 @@ pub fn pread_nowait(
     let obj: Bound<'_, PyBytes> = unsafe { Bound::from_owned_ptr_or_err(py, raw)? }.cast_into()?;
     // SAFETY: the object is a bytes object of `len` bytes, owned by us alone.
     let data = unsafe { ffi::PyBytes_AsString(obj.as_ptr()) } as usize;
-    // A read that comes back short is either at the end of the file or only partly
-    // cached: reading on tells which (0 at EOF, EAGAIN where the cache stops). A
-    // partly cached range is left to the caller's queue, so that a result is short
-    // only at the end of the file, as a blocking pread's is.
-    let read = move || -> (isize, i32) {
-        let mut got = 0usize;
-        loop {
-            let iov = libc::iovec {
-                iov_base: (data + got) as *mut libc::c_void,
-                iov_len: n - got,
-            };
-            // SAFETY: `iov` describes the `n - got` writable bytes left in the
-            // unshared bytes object, which outlives the call (it is held by `obj` in
-            // the caller's frame).
-            let r = unsafe { libc::preadv2(fd, &iov, 1, offset + got as i64, libc::RWF_NOWAIT) };
-            if r < 0 {
-                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-                if got > 0 && errno == libc::EAGAIN {
-                    return (-1, libc::EAGAIN);
-                }
-                return if got > 0 {
-                    (got as isize, 0)
-                } else {
-                    (r, errno)
-                };
-            }
-            got += r as usize;
-            if r == 0 || got == n {
-                return (got as isize, 0);
-            }
-        }
-    };
-    let (got, errno) = if n >= RELEASE_GIL_FROM {
+    // SAFETY: the unshared bytes object holds `n` writable bytes at `data` and
+    // outlives the call (`obj` is held in this frame).
+    let read = move || unsafe { fill_nowait(fd, data, n, offset) };
+    let res = if n >= RELEASE_GIL_FROM {
         py.detach(read)
     } else {
         read()
     };
-    if got < 0 {
-        return if errno == libc::EAGAIN {
-            Ok(None)
-        } else {
-            Err(errors::os_error(py, errno, Some(fd), None))
-        };
-    }
-    let got = got as usize;
+    let got = match res {
+        Ok(Some(got)) => got,
+        Ok(None) => return Ok(None),
+        Err(errno) => return Err(errors::os_error(py, errno, Some(fd), None)),
+    };
     if got == n {
-        return Ok(Some(obj.unbind()));
+        return Ok(Some(obj));
     }
     // Short at the end of the file: an exact-size copy.
     // SAFETY: the first `got` bytes were written by the kernel.
     let filled = unsafe { std::slice::from_raw_parts(data as *const u8, got) };
-    Ok(Some(PyBytes::new(py, filled).unbind()))
+    Ok(Some(PyBytes::new(py, filled)))
 }

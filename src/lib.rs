@@ -18,6 +18,7 @@ pub mod loopcore;
 pub mod net;
 pub mod op;
 pub mod pydriver;
+pub mod ready;
 pub mod ring;
 pub mod sync;
 pub mod sys;
@@ -130,6 +131,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     op::register(m)?;
     op::fs::register(m)?;
     lines::register(m)?;
+    ready::register(m)?;
     add_submodule(m, "uring", fill_uring)?;
     add_submodule(m, "aio", fill_aio)?;
     add_submodule(m, "loop", loopcore::register)?;

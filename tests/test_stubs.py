@@ -37,7 +37,7 @@ def runtime_names(module: types.ModuleType) -> set[str]:
 
 
 # Type aliases the stubs define for annotations only.
-STUB_ONLY = {"FdLike", "PathLike"}
+STUB_ONLY = {"FdLike", "PathLike", "_T"}
 
 
 @pytest.mark.parametrize("name", ["__init__", *SUBMODULES])

@@ -5,7 +5,7 @@ Each engine and client of a ring has its submodule: ``uring``, ``aio``, ``loop``
 """
 
 from collections.abc import Awaitable, Generator, Iterable
-from typing import Any, Literal, final
+from typing import Any, Generic, Literal, TypeVar, final
 
 from typing_extensions import Buffer
 
@@ -196,5 +196,25 @@ def pread_nowait(fd: int, n: int, offset: int) -> bytes | None:
     """``preadv2(fd, n, offset, RWF_NOWAIT)`` into a new bytes: None where the data
     is not all cached (the caller then goes through the kernel queue); raises the
     kernel's OSError otherwise."""
+_T = TypeVar("_T")
+
+@final
+class Ready(Generic[_T]):
+    """An awaitable whose result exists when it is made: ``await`` returns it at
+    the first ``send``, with no Future. It has ``send``, ``throw`` and ``close``, so
+    ``asyncio.create_task`` takes it as a coroutine."""
+
+    def __init__(self, value: _T, /) -> None: ...
+    def __await__(self) -> Generator[Any, None, _T]: ...
+    def __iter__(self) -> Ready[_T]: ...
+    def __next__(self) -> Any: ...
+    def send(self, value: object, /) -> Any: ...
+    def throw(
+        self, exc: BaseException | type[BaseException], value: object = ..., tb: object = ..., /
+    ) -> Any: ...
+    def close(self) -> None: ...
+
+def pread_ready(fd: int, n: int, offset: int) -> Ready[bytes] | None:
+    """``pread_nowait``'s bytes as a ``Ready``, or None where they are not all cached."""
 def _enter_count() -> int:
     """io_uring_enter calls the process made through ringio's wait path (tests)."""

@@ -1,0 +1,356 @@
+//! `Ready`: an awaitable whose result exists when it is made. `await` takes the
+//! result at the first `send` (CPython's `am_send`), so an operation that finished
+//! without waiting (a read served from the page cache) costs no coroutine frame, no
+//! Future and no task wake-up.
+//!
+//! It has `send`, `throw` and `close` as well as `__await__`, so
+//! `collections.abc.Coroutine` (and with it `asyncio.iscoroutine`) recognises it:
+//! `asyncio.create_task(f.pread(n, off))` works whether the read was served at once
+//! or not. The operation has already happened when the object exists, so one that
+//! is never awaited has still happened (a coroutine would not have started).
+
+use std::ffi::{c_int, c_void};
+use std::ptr;
+
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+use crate::fastpath;
+
+/// The type, made once at module import.
+static READY_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// The object layout. `value` is a strong reference, or NULL once taken.
+#[repr(C)]
+struct Ready {
+    ob_base: ffi::PyObject,
+    value: *mut ffi::PyObject,
+}
+
+const REUSED: &str = "cannot reuse an already awaited ringio result";
+
+/// A new `Ready` holding `value` (the reference moves into it).
+pub fn ready<'py>(py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let tp = READY_TYPE
+        .get(py)
+        .ok_or_else(|| PyRuntimeError::new_err("ringio._core.Ready is not registered"))?;
+    // SAFETY: `tp` is the Ready heap type; PyType_GenericAlloc zero-fills the object
+    // (so `value` starts NULL) and starts GC tracking; the result is a new
+    // reference or NULL with an exception set.
+    unsafe {
+        let obj = ffi::PyType_GenericAlloc(tp.as_ptr() as *mut ffi::PyTypeObject, 0);
+        let obj = Bound::from_owned_ptr_or_err(py, obj)?;
+        (*(obj.as_ptr() as *mut Ready)).value = value.into_ptr();
+        Ok(obj)
+    }
+}
+
+/// `pread_ready(fd, n, offset)`: up to `n` bytes at `offset` as a `Ready` when the
+/// page cache holds them all (or holds them up to the end of the file); None when
+/// the read would wait for the device. Raises the kernel's OSError otherwise
+/// (EOPNOTSUPP where the file cannot do RWF_NOWAIT). See `pread_nowait`.
+#[pyfunction]
+pub fn pread_ready<'py>(
+    py: Python<'py>,
+    fd: i32,
+    n: usize,
+    offset: i64,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    match fastpath::read_cached(py, fd, n, offset)? {
+        Some(data) => Ok(Some(ready(py, data.into_any())?)),
+        None => Ok(None),
+    }
+}
+
+/// Takes the value, or sets RuntimeError (awaited twice).
+///
+/// # Safety
+/// The GIL must be held; `slf` is a live Ready.
+unsafe fn take(py: Python<'_>, slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: caller's contract; the field's reference moves to the caller.
+    unsafe {
+        let r = slf as *mut Ready;
+        let value = (*r).value;
+        if value.is_null() {
+            PyRuntimeError::new_err(REUSED).restore(py);
+        }
+        (*r).value = ptr::null_mut();
+        value
+    }
+}
+
+/// Sets StopIteration(value), taking the reference to `value`; always NULL.
+///
+/// # Safety
+/// The GIL must be held; `value` is a strong reference or NULL with an exception set.
+unsafe fn stop_with(py: Python<'_>, value: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    if !value.is_null() {
+        // SAFETY: `value` is a strong reference (caller's contract), moved here.
+        let value = unsafe { Bound::from_owned_ptr(py, value) }.unbind();
+        // A 1-tuple: StopIteration(v).value is v even when v is a tuple.
+        PyStopIteration::new_err((value,)).restore(py);
+    }
+    ptr::null_mut()
+}
+
+/// `__await__` and `__iter__`: the object itself.
+unsafe extern "C" fn ready_self(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: `slf` is a live object handed to us by CPython.
+    unsafe { ffi::Py_INCREF(slf) };
+    slf
+}
+
+/// `am_send`: complete from the start; `await` returns the value.
+unsafe extern "C" fn ready_am_send(
+    slf: *mut ffi::PyObject,
+    _arg: *mut ffi::PyObject,
+    result: *mut *mut ffi::PyObject,
+) -> ffi::PySendResult {
+    // SAFETY: called by CPython with the GIL held; `result` is writable.
+    unsafe {
+        let value = take(Python::assume_attached(), slf);
+        *result = value;
+        if value.is_null() {
+            ffi::PySendResult::PYGEN_ERROR
+        } else {
+            ffi::PySendResult::PYGEN_RETURN
+        }
+    }
+}
+
+/// `__next__` and `send(arg)` (callers that do not use `am_send`): StopIteration(value).
+unsafe extern "C" fn ready_next(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: called by CPython with the GIL held.
+    unsafe {
+        let py = Python::assume_attached();
+        stop_with(py, take(py, slf))
+    }
+}
+
+unsafe extern "C" fn ready_send(
+    slf: *mut ffi::PyObject,
+    _arg: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: as `ready_next`.
+    unsafe { ready_next(slf) }
+}
+
+/// `throw(exc)`: as a coroutine that has not started, the exception comes straight
+/// back (and the value is dropped: the awaiter will never take it).
+unsafe extern "C" fn ready_throw(
+    slf: *mut ffi::PyObject,
+    args: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: called by CPython with the GIL held and an args tuple.
+    unsafe {
+        let py = Python::assume_attached();
+        let args = Borrowed::from_ptr(py, args);
+        let exc = match args.get_item(0) {
+            Ok(exc) => exc,
+            Err(e) => {
+                PyTypeError::new_err(format!("throw expected at least 1 argument: {e}"))
+                    .restore(py);
+                return ptr::null_mut();
+            }
+        };
+        ffi::Py_XDECREF(take_quiet(slf));
+        let err = if exc.is_instance_of::<pyo3::exceptions::PyBaseException>() {
+            PyErr::from_value(exc)
+        } else if let Ok(tp) = exc.cast::<PyType>() {
+            let arg = args.get_item(1).ok().filter(|a| !a.is_none());
+            match arg {
+                Some(a) if a.is_instance(tp).unwrap_or(false) => PyErr::from_value(a),
+                Some(a) => match tp.call1((a,)) {
+                    Ok(v) => PyErr::from_value(v),
+                    Err(e) => e,
+                },
+                None => match tp.call0() {
+                    Ok(v) => PyErr::from_value(v),
+                    Err(e) => e,
+                },
+            }
+        } else {
+            PyTypeError::new_err(
+                "exceptions must be classes or instances deriving from BaseException",
+            )
+        };
+        err.restore(py);
+        ptr::null_mut()
+    }
+}
+
+/// `close()`: drops the value.
+unsafe extern "C" fn ready_close(
+    slf: *mut ffi::PyObject,
+    _: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: called by CPython with the GIL held on a live Ready.
+    unsafe {
+        ffi::Py_XDECREF(take_quiet(slf));
+        ffi::Py_IncRef(ffi::Py_None());
+        ffi::Py_None()
+    }
+}
+
+/// The value (a strong reference) or NULL, with no exception set.
+///
+/// # Safety
+/// The GIL must be held; `slf` is a live Ready.
+unsafe fn take_quiet(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: caller's contract.
+    unsafe {
+        let r = slf as *mut Ready;
+        let value = (*r).value;
+        (*r).value = ptr::null_mut();
+        value
+    }
+}
+
+/// `Ready(value)`: for the Python layers' own results (a cached `readinto`'s count).
+unsafe extern "C" fn ready_new(
+    tp: *mut ffi::PyTypeObject,
+    args: *mut ffi::PyObject,
+    kwargs: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: called by CPython with the GIL held and a valid args tuple.
+    unsafe {
+        let py = Python::assume_attached();
+        let nkw = if kwargs.is_null() {
+            0
+        } else {
+            ffi::PyDict_Size(kwargs)
+        };
+        if ffi::PyTuple_Size(args) != 1 || nkw != 0 {
+            PyTypeError::new_err("Ready(value) takes exactly one positional argument").restore(py);
+            return ptr::null_mut();
+        }
+        let obj = ffi::PyType_GenericAlloc(tp, 0);
+        if !obj.is_null() {
+            let value = ffi::PyTuple_GetItem(args, 0);
+            ffi::Py_INCREF(value);
+            (*(obj as *mut Ready)).value = value;
+        }
+        obj
+    }
+}
+
+unsafe extern "C" fn ready_traverse(
+    slf: *mut ffi::PyObject,
+    visit: ffi::visitproc,
+    arg: *mut c_void,
+) -> c_int {
+    // SAFETY: called by the GC on a live Ready; `value` is NULL or an object.
+    unsafe {
+        let value = (*(slf as *mut Ready)).value;
+        if !value.is_null() {
+            let r = visit(value, arg);
+            if r != 0 {
+                return r;
+            }
+        }
+        // Heap type instances also visit their type.
+        visit(ffi::Py_TYPE(slf) as *mut ffi::PyObject, arg)
+    }
+}
+
+unsafe extern "C" fn ready_clear(slf: *mut ffi::PyObject) -> c_int {
+    // SAFETY: called with the GIL held on a live Ready.
+    unsafe { ffi::Py_XDECREF(take_quiet(slf)) };
+    0
+}
+
+unsafe extern "C" fn ready_dealloc(slf: *mut ffi::PyObject) {
+    // SAFETY: the object's last reference is gone; the GIL is held. Untracked
+    // before clearing so the GC never sees a half-cleared object; the heap type's
+    // reference is released last.
+    unsafe {
+        ffi::PyObject_GC_UnTrack(slf as *mut c_void);
+        ready_clear(slf);
+        let tp = ffi::Py_TYPE(slf);
+        ffi::PyObject_GC_Del(slf as *mut c_void);
+        ffi::Py_DECREF(tp as *mut ffi::PyObject);
+    }
+}
+
+/// Creates `Ready` and adds it and `pread_ready` to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    // CPython keeps pointers into the method table: it must live as long as the
+    // type, so it is leaked once (one module import).
+    let methods: &'static mut [ffi::PyMethodDef] = Box::leak(Box::new([
+        method(
+            c"send",
+            ready_send,
+            ffi::METH_O,
+            c"send(arg): StopIteration(value).",
+        ),
+        method(
+            c"throw",
+            ready_throw,
+            ffi::METH_VARARGS,
+            c"throw(exc): raises exc.",
+        ),
+        method(
+            c"close",
+            ready_close,
+            ffi::METH_NOARGS,
+            c"close(): drops the value.",
+        ),
+        ffi::PyMethodDef::zeroed(),
+    ]));
+    let mut slots = [
+        slot(ffi::Py_tp_new, ready_new as *mut c_void),
+        slot(ffi::Py_tp_dealloc, ready_dealloc as *mut c_void),
+        slot(ffi::Py_tp_traverse, ready_traverse as *mut c_void),
+        slot(ffi::Py_tp_clear, ready_clear as *mut c_void),
+        slot(ffi::Py_tp_iter, ready_self as *mut c_void),
+        slot(ffi::Py_tp_iternext, ready_next as *mut c_void),
+        slot(ffi::Py_am_await, ready_self as *mut c_void),
+        slot(ffi::Py_am_send, ready_am_send as *mut c_void),
+        slot(ffi::Py_tp_methods, methods.as_mut_ptr() as *mut c_void),
+        slot(
+            ffi::Py_tp_doc,
+            c"Ready(value): an awaitable that returns value at once; see src/ready.rs.".as_ptr()
+                as *mut c_void,
+        ),
+        slot(0, ptr::null_mut()),
+    ];
+    let mut spec = ffi::PyType_Spec {
+        name: c"ringio._core.Ready".as_ptr(),
+        basicsize: std::mem::size_of::<Ready>() as c_int,
+        itemsize: 0,
+        flags: (ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_HAVE_GC) as _,
+        slots: slots.as_mut_ptr(),
+    };
+    // SAFETY: the spec and slots are valid for the call (CPython copies what it
+    // keeps of them; the method table, name and doc are 'static).
+    let tp = unsafe { ffi::PyType_FromSpec(&mut spec) };
+    // SAFETY: a new reference to the type, or NULL with an exception set.
+    let tp = unsafe { Bound::from_owned_ptr_or_err(py, tp)? }.cast_into::<PyType>()?;
+    let _ = READY_TYPE.set(py, tp.clone().unbind());
+    m.add("Ready", tp)?;
+    m.add_function(wrap_pyfunction!(pread_ready, m)?)?;
+    Ok(())
+}
+
+/// A method entry; METH_O, METH_NOARGS and METH_VARARGS all take a PyCFunction.
+fn method(
+    name: &'static std::ffi::CStr,
+    f: ffi::PyCFunction,
+    flags: c_int,
+    doc: &'static std::ffi::CStr,
+) -> ffi::PyMethodDef {
+    ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer { PyCFunction: f },
+        ml_flags: flags,
+        ml_doc: doc.as_ptr(),
+    }
+}
+
+fn slot(id: c_int, pfunc: *mut c_void) -> ffi::PyType_Slot {
+    ffi::PyType_Slot { slot: id, pfunc }
+}
