@@ -153,6 +153,9 @@ async def _settle_thread(
 
 class FileEngine(abc.ABC):
     name: ClassVar[str]
+    # Whether reads of cached data are served inline (preadv2 with RWF_NOWAIT) before
+    # anything is queued: files then serve such reads without a coroutine either.
+    inline_reads: ClassVar[bool] = False
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop

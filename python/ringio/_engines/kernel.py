@@ -57,6 +57,8 @@ def _inline_read_refused(e: OSError, hint: NowaitHint) -> None:
 
 
 class KernelEngine(FileEngine):
+    inline_reads = True
+
     def __init__(
         self, loop: asyncio.AbstractEventLoop, queue: Any, cancellable: Callable,
         proactor: Proactor | None = None,

@@ -5,8 +5,10 @@ serialises a file's I/O, and the context-manager and closing surface.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import io
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .._core import (
     LINES_CR,
@@ -49,6 +51,17 @@ def _index(size: Any, allow_none: bool = True) -> int:
         raise TypeError(
             f"argument should be integer or None, not '{type(size).__name__}'"
         ) from None
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def markcoroutinefunction(func: _F) -> _F:
+    """Marks a method that returns an awaitable, possibly complete already
+    (``ringio._core.Ready``), so that ``inspect.iscoroutinefunction`` is True of it
+    as of the coroutine it stands for (CPython 3.12+; 3.11 has no such mark)."""
+    mark = getattr(inspect, "markcoroutinefunction", None)
+    return mark(func) if mark is not None else func
 
 
 class _FileLock(asyncio.Lock):

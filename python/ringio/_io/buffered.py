@@ -14,11 +14,23 @@ import io
 import operator
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
-from .._core import LINES_BYTES, AlignedBuffer, LineCursor
-from .base import CHUNK_MIN, OFF_T_MAX, _closed_error, _index, _scatter
+from .._core import (
+    LINES_BYTES,
+    AlignedBuffer,
+    LineCursor,
+    pread_ready,
+)
+from .base import (
+    CHUNK_MIN,
+    OFF_T_MAX,
+    _closed_error,
+    _index,
+    _scatter,
+    markcoroutinefunction,
+)
 from .binary import WHENCES, _BinaryFile
 from .raw import AsyncFileIO
 
@@ -358,8 +370,28 @@ class AsyncBufferedFile(_BinaryFile):
             async with self._lock:
                 await self._flush_locked()
 
-    async def pread(self, n: int, offset: int) -> bytes:
-        """Reads up to `n` bytes at `offset`, leaving the position alone."""
+    @markcoroutinefunction
+    def pread(self, n: int, offset: int) -> Awaitable[bytes]:
+        """Reads up to `n` bytes at `offset`, leaving the position alone; served at
+        once where the page cache holds them (see the raw file's ``pread``)."""
+        raw = self.raw
+        if (
+            raw._inline_reads
+            and not self._wbuf
+            and raw._pending is None
+            and raw._hint.read
+            and not raw._closed
+            and not raw._eng.closed
+        ):
+            try:
+                ready = pread_ready(raw._fd, n, offset)
+            except Exception:  # the engine's path below says what is wrong
+                ready = None
+            if ready is not None:
+                return ready
+        return self._pread(n, offset)
+
+    async def _pread(self, n: int, offset: int) -> bytes:
         self._check_readable()
         if n < 0 or offset < 0:
             raise ValueError("negative size or offset")

@@ -7,21 +7,44 @@ position is left alone), ``pread_many``/``preadinto_many``, ``readv``/``writev``
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
-from .._core import (
-    AlignedBuffer,
-)
-from .base import _scatter
+from .._core import AlignedBuffer, pread_ready
+from .base import _scatter, markcoroutinefunction
 
 
 class PositionalIO:
     """What ``ringio.open`` binary files add to ``io``'s: positioned and vectored
     reads and writes, batches of them, and ``fsync`` (on the raw file)."""
 
-    async def pread(self, n: int, offset: int) -> bytes:
-        """Reads up to `n` bytes at `offset`, leaving the position alone."""
+    _inline_reads: bool
+
+    @markcoroutinefunction
+    def pread(self, n: int, offset: int) -> Awaitable[bytes]:
+        """Reads up to `n` bytes at `offset`, leaving the position alone.
+
+        Where the page cache holds the bytes, they are read at once (the returned
+        awaitable is already complete: no coroutine, no Future); else the read
+        goes through the engine's queue when awaited."""
+        if (
+            self._inline_reads
+            and self._pending is None
+            and self._hint.read
+            and not self._closed
+            and not self._eng.closed
+        ):
+            try:
+                ready = pread_ready(self._fd, n, offset)
+            except Exception:
+                # Bad arguments, or a file that refuses RWF_NOWAIT: the engine's
+                # path below says so, or remembers the refusal.
+                ready = None
+            if ready is not None:
+                return ready
+        return self._pread(n, offset)
+
+    async def _pread(self, n: int, offset: int) -> bytes:
         self._check_readable()
         if n < 0 or offset < 0:
             raise ValueError("negative size or offset")

@@ -59,6 +59,9 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
         self._eng = engine
         self._direct = direct
         self._hint = _engines.NowaitHint(read=not direct, write=not direct)
+        # Whether cached reads may be served inline, without a coroutine (the
+        # engine's hint, ``_hint.read``, may still turn them off at run time).
+        self._inline_reads = readable and not direct and engine.inline_reads
         self._outcome = _engines.Outcome()
         # A cancelled op still in the kernel: called with its real result before
         # the next op (see _settle).

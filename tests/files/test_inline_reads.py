@@ -1,0 +1,189 @@
+"""``pread`` of cached data is served when called, without a coroutine: what a user
+sees of that. The bytes are the builtin file's, a buffered write not yet written
+is seen, and the result works wherever a coroutine does (``await``,
+``create_task``, ``gather``); reads through the position and bytes a cancelled op
+kept stay right around it."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import io
+import os
+import random
+import sys
+
+import pytest
+
+import ringio
+from ringio._core import Ready
+
+PAYLOAD = random.Random(7).randbytes(300_000)
+
+
+@pytest.fixture
+def path(tmp_path):
+    p = tmp_path / "data.bin"
+    p.write_bytes(PAYLOAD)
+    with open(p, "rb") as f:  # in the page cache
+        f.read()
+    return p
+
+
+def inline(engine) -> bool:
+    return engine.inline_reads
+
+
+@pytest.mark.parametrize("buffering", [0, -1, 4096])
+async def test_reads_match_the_builtin_file_op_for_op(engine, path, buffering):
+    rng = random.Random(buffering + 3)
+    sizes = [0, 1, 7, 100, 4095, 4096, 4097, 8192, 65536, 70_000]
+    with open(path, "rb", buffering=buffering) as ref:
+        async with ringio.open(path, "rb", buffering=buffering) as f:
+            for step in range(300):
+                op = rng.choice(["read", "read", "readinto", "pread", "seek", "tell"])
+                n = rng.choice(sizes)
+                if op == "read":
+                    # The unbuffered file is one read, which may be short: the
+                    # builtin's too, so the sizes differ only in how they split.
+                    assert await f.read(n) == ref.read(n), step
+                elif op == "readinto":
+                    a, b = bytearray(n), bytearray(n)
+                    assert await f.readinto(a) == ref.readinto(b), step
+                    assert a == b, step
+                elif op == "pread":
+                    off = rng.randrange(len(PAYLOAD) + 10)
+                    assert await f.pread(n, off) == os.pread(ref.fileno(), n, off), step
+                elif op == "seek":
+                    off = rng.randrange(len(PAYLOAD) + 10)
+                    assert await f.seek(off) == ref.seek(off), step
+                else:
+                    assert await f.tell() == ref.tell(), step
+            assert await f.read() == ref.read()
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_a_cached_pread_is_complete_when_called(engine, path, buffering):
+    async with ringio.open(path, "rb", buffering=buffering) as f:
+        call = f.pread(10, 5)
+        if not inline(engine):
+            assert inspect.iscoroutine(call)
+            assert await call == PAYLOAD[5:15]
+            return
+        assert type(call) is Ready
+        with pytest.raises(StopIteration) as stop:
+            call.send(None)
+        assert stop.value.value == PAYLOAD[5:15]
+        assert await f.tell() == 0
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_a_pread_sees_a_buffered_write_not_yet_written(engine, path, buffering):
+    async with ringio.open(path, "r+b", buffering=buffering) as f:
+        assert await f.write(b"NEW!") == 4
+        assert await f.pread(6, 0) == b"NEW!" + PAYLOAD[4:6]
+        task = asyncio.ensure_future(f.pread(6, 2))
+        task.cancel()  # before it ran: nothing to lose, the file is as it was
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await f.read(4) == PAYLOAD[4:8]
+
+
+async def test_a_ready_result_is_a_coroutine_to_asyncio(engine, path):
+    async with ringio.open(path, "rb") as f:
+        c = f.pread(4, 0)
+        assert asyncio.iscoroutine(c)
+        c.close()
+        task = asyncio.create_task(f.pread(4, 8))
+        assert await task == PAYLOAD[8:12]
+        got = await asyncio.gather(f.pread(3, 0), f.read(3), f.pread(2, 1))
+        assert got == [PAYLOAD[:3], PAYLOAD[:3], PAYLOAD[1:3]]
+        r = f.pread(2, 0)
+        assert await r == PAYLOAD[:2]
+        with pytest.raises(RuntimeError, match="already awaited"):
+            await r
+
+
+def test_ready_behaves_as_a_finished_coroutine():
+    r = Ready(b"x")
+    assert inspect.isawaitable(r)
+    with pytest.raises(StopIteration) as stop:
+        r.send(None)
+    assert stop.value.value == b"x"
+    with pytest.raises(KeyError):
+        Ready(1).throw(KeyError("k"))
+    with pytest.raises(KeyError):
+        Ready(1).throw(KeyError)
+    t = Ready((1, 2))
+    with pytest.raises(StopIteration) as stop:
+        next(t)
+    assert stop.value.value == (1, 2)  # a tuple stays one value
+    c = Ready(3)
+    assert c.close() is None
+    with pytest.raises(RuntimeError):
+        c.send(None)
+    with pytest.raises(TypeError):
+        Ready()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="inspect.markcoroutinefunction is 3.12+")
+def test_pread_is_a_coroutine_function_to_inspect():
+    for cls in (ringio.AsyncFileIO, ringio.AsyncBufferedFile):
+        assert inspect.iscoroutinefunction(cls.pread), cls
+
+
+async def test_bytes_a_cancelled_readall_kept_come_before_a_block_sized_read(engine, path):
+    async with ringio.open(path, "rb", buffering=4096) as f:
+        assert await f.read(1) == PAYLOAD[:1]  # the rest of a block is read ahead
+        os.fsync(f.fileno())  # clean pages, which the advice can drop
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        task = asyncio.ensure_future(f.readall())
+        await asyncio.sleep(0)  # in its first await (the file's size, or a read)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with open(path, "rb") as again:
+            again.read()  # cached again: the next read may be served at once
+        # The read-ahead went to the raw file's leftovers: they come first.
+        assert await f.read(8192) == PAYLOAD[1:8193]
+        assert await f.tell() == 8193
+
+
+async def test_a_file_not_in_the_cache_reads_the_same(engine, path):
+    async with ringio.open(path, "rb") as f:
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        assert await f.pread(5000, 100_000) == PAYLOAD[100_000:105_000]
+        assert await f.read(70_000) == PAYLOAD[:70_000]
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_misuse_raises_as_the_builtin_does(engine, path, buffering):
+    f = await ringio.open(path, "rb", buffering=buffering)
+    await f.read(10)
+    await f.close()
+    with open(path, "rb", buffering=buffering) as ref:
+        ref.read(10)
+    for call in (lambda g: g.read(0), lambda g: g.read(5), lambda g: g.readinto(bytearray(3))):
+        with pytest.raises(ValueError, match="closed file"):
+            await call(f)
+        with pytest.raises(ValueError, match="closed file"):
+            call(ref)
+    with pytest.raises(ValueError, match="closed file"):
+        await f.pread(5, 0)
+    async with ringio.open(path, "ab", buffering=buffering) as w:
+        with open(path, "ab", buffering=buffering) as ref:
+            for call in (lambda g: g.read(0), lambda g: g.readinto(bytearray(3))):
+                with pytest.raises(io.UnsupportedOperation):
+                    call(ref)
+                with pytest.raises(io.UnsupportedOperation):
+                    await call(w)
+            with pytest.raises(io.UnsupportedOperation):
+                await w.pread(3, 0)
+    async with ringio.open(path, "rb", buffering=buffering) as f:
+        with pytest.raises(TypeError):
+            await f.readinto(b"read-only")
+        with pytest.raises(ValueError):
+            await f.pread(-1, 0)
+        with pytest.raises(ValueError):
+            await f.pread(1, -1)
