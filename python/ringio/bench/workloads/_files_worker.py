@@ -4,8 +4,9 @@ Run as ``python -m ringio.bench.workloads._files_worker SPEC_JSON``. Every conte
 gets the same shape of code a user of that library would write, files opened once
 before the timed part, and a fresh buffer per read (what ``read()`` APIs return).
 
-The workloads' families live in sibling modules (contenders, random reads, lines);
-small-file reads and sequential I/O, which share the contenders' plain calls, are here.
+The workloads' families live in sibling modules (contenders, random reads, lines,
+small sequential reads); small-file reads and sequential I/O, which share the
+contenders' plain calls, are here.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..worker import worker_main
 from ._files_contenders import AsyncFiles, cpu_seconds, make_contender, proc_status, thread_count
 from ._files_lines import lines
 from ._files_random import rand_read
+from ._files_seq import small_seq
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -123,5 +125,6 @@ if __name__ == "__main__":
             "rand_read": rand_read,
             "sequential": sequential,
             "lines": lines,
+            "small_seq": small_seq,
         }
     )

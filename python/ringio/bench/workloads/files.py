@@ -381,5 +381,35 @@ def run(options: Options) -> WorkloadResult:
         t.add(c, {"mode": mode}, **medians(runs, "lines_per_s"))
     result.tables.append(t)
 
+    # 6. Small sequential reads through the file's position, cached.
+    t = Table(
+        f"4 KiB sequential reads of a cached {scale.rand_file // MiB} MiB file",
+        metric="ops_per_s", baseline="open()", higher_is_better=True,
+        baseline_params={"op": "read"},
+        note=(
+            "open(): `while f.read(4096): pass` (op read) and `while f.readinto(buf): "
+            "pass` (op readinto), buffered, blocking: the plain synchronous loop; "
+            "aiofiles and ringio.open: the same with `await`. The file is opened once; "
+            "every pass seeks to 0 and reads to the end, passes repeated until "
+            f"{scale.rand_seconds:g} s have passed, after one untimed pass. Ratios "
+            "against open()'s read. "
+            f"{scale.rounds} round(s) of every contender in turn, medians (min-max beside "
+            "them); cpu_us: the process's CPU time per read."
+        ),
+    )  # fmt: skip
+    seq_contenders = [c for c in names if c in ("open()", "aiofiles")]
+    seq_contenders += [n.replace("ringio[", "ringio.open[") for n in ringio_names]
+    options.progress(scale.rounds * len(seq_contenders), 0)
+    small_seq_cells = [
+        ((c,), c, {"kind": "small_seq", "path": data["rand"], "block": 4096,
+                   "min_seconds": scale.rand_seconds})
+        for c in seq_contenders
+    ]  # fmt: skip
+    for (c,), runs in interleaved(small_seq_cells).items():
+        for op in ("read", "readinto"):
+            per_op = [{"ops_per_s": r["ops_per_s"][op], "cpu_us": r["cpu_us"][op]} for r in runs]
+            t.add(c, {"op": op}, **medians(per_op, "ops_per_s"))
+    result.tables.append(t)
+
     shutil.rmtree(root, ignore_errors=True)
     return result
