@@ -43,7 +43,7 @@ pub(super) struct Conn {
     /// Made by the first stream write: an idle connection (most of a server's)
     /// carries no queue.
     pub(super) sendq: Option<Box<SendQueue<usize>>>,
-    pub(super) in_sendq: usize,
+    pub(super) in_sendq: u32,
     /// The connection's multishot op (`conn::recv`'s state machine): a receive
     /// feeding reads and read-ahead, or a listener's accept.
     pub(super) mshot: Arm,

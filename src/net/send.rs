@@ -27,7 +27,7 @@ impl WatcherCore {
         let Some(c) = self.conns[idx].as_mut() else {
             return;
         };
-        for &slot in c.writes.range(c.in_sendq..) {
+        for &slot in c.writes.range(c.in_sendq as usize..) {
             let op = self.ops[slot].as_mut().expect("live op");
             let len = op.len();
             if op.kind != Kind::Write || len == 0 {
