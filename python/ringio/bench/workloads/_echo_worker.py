@@ -331,6 +331,29 @@ sys.stdin.read()
 """
 
 
+def _heap_in_use() -> int | None:
+    """Bytes malloc has handed out and not had back (glibc's mallinfo2: arena plus
+    mmap'd blocks); None without glibc. Unlike RSS it does not depend on how much
+    freed heap the process held before: a per-connection figure from it is the
+    memory the connections themselves took from malloc."""
+    import ctypes
+
+    class _MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks "
+            "fordblks keepcost".split()
+        ]
+
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _MallInfo2
+    info = fn()
+    return int(info.uordblks + info.hblkhd)
+
+
 def _rss_kib() -> int:
     with open("/proc/self/status") as f:
         for line in f:
@@ -353,6 +376,7 @@ def idle(spec: dict[str, Any]) -> dict[str, Any]:
     w.wait_io(0)
     gc.collect()
     after_listen = _rss_kib()
+    heap_after_listen = _heap_in_use()
     child = subprocess.Popen(
         [sys.executable, "-c", _IDLE_CLIENT, *map(str, ls.getsockname()), str(n)],
         stdin=subprocess.PIPE,
@@ -380,12 +404,18 @@ def idle(spec: dict[str, Any]) -> dict[str, Any]:
         del r
         gc.collect()
         after = _rss_kib()
+        heap_after = _heap_in_use()
         result = {
             "conns": n,
             "rss_after_listen_kib": after_listen,
             "rss_after_kib": after,
             "rss_delta_kib": after - after_listen,
             "rss_per_conn_bytes": (after - after_listen) * 1024 / n,
+            "heap_per_conn_bytes": (
+                (heap_after - heap_after_listen) / n
+                if heap_after is not None and heap_after_listen is not None
+                else None
+            ),
             "pending_reads": w.pending,
             "direct": direct,
         }

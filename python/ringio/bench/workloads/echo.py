@@ -82,7 +82,12 @@ def run(options: Options) -> WorkloadResult:
             metric="rss_per_conn_bytes",
             baseline="gaio",
             higher_is_better=False,
-            note="server ends measured (VmRSS delta); client ends in another process",
+            note=(
+                "server ends measured (VmRSS delta from after listening to after the "
+                "last accept); client ends in another process. heap_per_conn_bytes "
+                "(ringio): malloc's bytes in use over the same span (mallinfo2), which "
+                "a heap's free space before the span does not hide as it hides RSS"
+            ),
         ),
     }
     cases = [("echo64k", "echo64k"), ("conns", "conns"), ("idle", "idle")]
@@ -152,6 +157,8 @@ def run(options: Options) -> WorkloadResult:
                 metrics["best_mb_per_s"] = max(r["mb_per_s"] for r in runs)
             if case == "conns":
                 metrics["conns_per_s"] = _median(runs, "conns_per_s")
+            if case == "idle" and all(r.get("heap_per_conn_bytes") is not None for r in runs):
+                metrics["heap_per_conn_bytes"] = _median(runs, "heap_per_conn_bytes")
             table.add(name, params, **metrics)
     if want_gaio:
         # gaio's own Test8k behaviour (64 KiB swap buffer, short reads not re-read):
