@@ -6,6 +6,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::buffers::View;
 use crate::errors;
 
 /// Reads of at least this size release the GIL for the copy.
@@ -23,6 +24,32 @@ pub fn pread_nowait(
     offset: i64,
 ) -> PyResult<Option<Py<PyBytes>>> {
     Ok(read_cached(py, fd, n, offset)?.map(Bound::unbind))
+}
+
+/// `pread_nowait` into a writable buffer: the byte count when the page cache held
+/// all of `buffer`'s length (less only at the end of the file), None when it did
+/// not (the buffer may then hold some of the bytes: the caller reads again through
+/// the kernel queue, which overwrites them).
+#[pyfunction]
+pub fn preadinto_nowait(
+    py: Python<'_>,
+    fd: RawFd,
+    buffer: &Bound<'_, PyAny>,
+    offset: i64,
+) -> PyResult<Option<usize>> {
+    check(py, fd, offset)?;
+    let view = View::writable(buffer)?;
+    let (addr, n) = (view.ptr() as usize, view.len());
+    // SAFETY: `view` keeps the buffer exported, and writable for `n` bytes at
+    // `addr`, until it is dropped after the read.
+    let read = move || unsafe { fill_nowait(fd, addr, n, offset) };
+    let res = if n >= RELEASE_GIL_FROM {
+        py.detach(read)
+    } else {
+        read()
+    };
+    drop(view);
+    res.map_err(|errno| errors::os_error(py, errno, Some(fd), None))
 }
 
 fn check(py: Python<'_>, fd: RawFd, offset: i64) -> PyResult<()> {

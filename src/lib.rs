@@ -10,6 +10,7 @@
 pub mod aio;
 pub mod buffers;
 pub mod conn;
+pub mod deferred;
 pub mod engine;
 pub mod errors;
 pub mod fastpath;
@@ -132,12 +133,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     op::fs::register(m)?;
     lines::register(m)?;
     ready::register(m)?;
+    deferred::register(m)?;
     add_submodule(m, "uring", fill_uring)?;
     add_submodule(m, "aio", fill_aio)?;
     add_submodule(m, "loop", loopcore::register)?;
     add_submodule(m, "net", net::register)?;
     m.add_class::<buffers::AlignedBuffer>()?;
     m.add_function(wrap_pyfunction!(fastpath::pread_nowait, m)?)?;
+    m.add_function(wrap_pyfunction!(fastpath::preadinto_nowait, m)?)?;
     m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
     m.add_function(wrap_pyfunction!(fs_type, m)?)?;
     m.add_function(wrap_pyfunction!(_enter_count, m)?)?;

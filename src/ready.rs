@@ -97,7 +97,7 @@ unsafe fn stop_with(py: Python<'_>, value: *mut ffi::PyObject) -> *mut ffi::PyOb
 }
 
 /// `__await__` and `__iter__`: the object itself.
-unsafe extern "C" fn ready_self(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
+pub(crate) unsafe extern "C" fn ready_self(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
     // SAFETY: `slf` is a live object handed to us by CPython.
     unsafe { ffi::Py_INCREF(slf) };
     slf
@@ -147,38 +147,35 @@ unsafe extern "C" fn ready_throw(
     // SAFETY: called by CPython with the GIL held and an args tuple.
     unsafe {
         let py = Python::assume_attached();
-        let args = Borrowed::from_ptr(py, args);
-        let exc = match args.get_item(0) {
-            Ok(exc) => exc,
-            Err(e) => {
-                PyTypeError::new_err(format!("throw expected at least 1 argument: {e}"))
-                    .restore(py);
-                return ptr::null_mut();
-            }
-        };
         ffi::Py_XDECREF(take_quiet(slf));
-        let err = if exc.is_instance_of::<pyo3::exceptions::PyBaseException>() {
-            PyErr::from_value(exc)
-        } else if let Ok(tp) = exc.cast::<PyType>() {
-            let arg = args.get_item(1).ok().filter(|a| !a.is_none());
-            match arg {
-                Some(a) if a.is_instance(tp).unwrap_or(false) => PyErr::from_value(a),
-                Some(a) => match tp.call1((a,)) {
-                    Ok(v) => PyErr::from_value(v),
-                    Err(e) => e,
-                },
-                None => match tp.call0() {
-                    Ok(v) => PyErr::from_value(v),
-                    Err(e) => e,
-                },
-            }
-        } else {
-            PyTypeError::new_err(
-                "exceptions must be classes or instances deriving from BaseException",
-            )
-        };
-        err.restore(py);
+        thrown(&Borrowed::from_ptr(py, args)).restore(py);
         ptr::null_mut()
+    }
+}
+
+/// The exception that `throw(*args)` raises in a coroutine that has not started
+/// (or has finished): `throw(exc)`, `throw(type)`, `throw(type, value[, tb])`.
+pub(crate) fn thrown(args: &Bound<'_, PyAny>) -> PyErr {
+    let exc = match args.get_item(0) {
+        Ok(exc) => exc,
+        Err(e) => return PyTypeError::new_err(format!("throw expected at least 1 argument: {e}")),
+    };
+    if exc.is_instance_of::<pyo3::exceptions::PyBaseException>() {
+        return PyErr::from_value(exc);
+    }
+    let Ok(tp) = exc.cast::<PyType>() else {
+        return PyTypeError::new_err(
+            "exceptions must be classes or instances deriving from BaseException",
+        );
+    };
+    let made = match args.get_item(1).ok().filter(|a| !a.is_none()) {
+        Some(a) if a.is_instance(tp).unwrap_or(false) => Ok(a),
+        Some(a) => tp.call1((a,)),
+        None => tp.call0(),
+    };
+    match made {
+        Ok(v) => PyErr::from_value(v),
+        Err(e) => e,
     }
 }
 
@@ -337,7 +334,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// A method entry; METH_O, METH_NOARGS and METH_VARARGS all take a PyCFunction.
-fn method(
+pub(crate) fn method(
     name: &'static std::ffi::CStr,
     f: ffi::PyCFunction,
     flags: c_int,
@@ -351,6 +348,6 @@ fn method(
     }
 }
 
-fn slot(id: c_int, pfunc: *mut c_void) -> ffi::PyType_Slot {
+pub(crate) fn slot(id: c_int, pfunc: *mut c_void) -> ffi::PyType_Slot {
     ffi::PyType_Slot { slot: id, pfunc }
 }

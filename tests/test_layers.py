@@ -56,7 +56,7 @@ RUST_LAYERS: list[set[str]] = [
     {"buffers"},
     {"ring"},
     {"op", "engine", "aio", "uring", "lines", "fastpath"},
-    {"pydriver", "ready"},
+    {"pydriver", "ready", "deferred"},
     {"net", "conn"},
     {"loopcore"},
     {"lib"},

@@ -1,8 +1,9 @@
-"""``pread`` of cached data is served when called, without a coroutine: what a user
-sees of that. The bytes are the builtin file's, a buffered write not yet written
-is seen, and the result works wherever a coroutine does (``await``,
-``create_task``, ``gather``); reads through the position and bytes a cancelled op
-kept stay right around it."""
+"""Reads of cached data without a coroutine: ``pread`` is served when called (a
+``Ready``), ``read`` and ``readinto`` when their awaitable starts (a ``Deferred``).
+What a user sees of that: the bytes and positions are the builtin file's, an op
+queued earlier is never overtaken, nothing is read or lost by a task cancelled
+before it ran, bytes a cancelled op kept come first, and the results work wherever
+a coroutine does (``await``, ``create_task``, ``gather``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import sys
 import pytest
 
 import ringio
-from ringio._core import Ready
+from ringio._core import DEFERRED_READ, Deferred, Ready
 
 PAYLOAD = random.Random(7).randbytes(300_000)
 
@@ -89,6 +90,108 @@ async def test_a_pread_sees_a_buffered_write_not_yet_written(engine, path, buffe
         assert await f.read(4) == PAYLOAD[4:8]
 
 
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_read_and_readinto_read_when_started_not_when_called(engine, path, buffering):
+    async with ringio.open(path, "rb", buffering=buffering) as f:
+        first, second = f.read(10), f.readinto(bytearray(10))
+        assert type(first) is Deferred and type(second) is Deferred
+        assert await f.tell() == 0  # nothing read yet
+        buf = bytearray(10)
+        assert await f.readinto(buf) == 10
+        assert buf == PAYLOAD[:10]
+        assert await first == PAYLOAD[10:20]  # read when awaited, after that one
+        second.close()  # never started: reads nothing
+        assert await f.tell() == 20
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_a_read_cancelled_before_it_ran_loses_no_byte(engine, path, buffering):
+    async with ringio.open(path, "rb", buffering=buffering) as f:
+        assert await f.read(3) == PAYLOAD[:3]  # a buffered file now holds read-ahead
+        for make in (lambda: f.read(5), lambda: f.readinto(bytearray(5))):
+            task = asyncio.ensure_future(make())
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        assert await f.read(5) == PAYLOAD[3:8]
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_a_read_does_not_overtake_an_op_waiting_for_the_file(engine, path, buffering):
+    async with ringio.open(path, "r+b", buffering=buffering) as f:
+        lock = f.raw._lock if buffering else f._lock
+        await lock.acquire()
+        queued = asyncio.ensure_future(f.write(b"NEW!"))
+        await asyncio.sleep(0)  # the write waits for the lock
+        lock.release()  # it is woken, and has not run yet
+        data = await f.read(4)
+        assert await queued == 4
+        assert data == PAYLOAD[4:8]  # after the write, as it asked first
+
+
+class _FakeFile:
+    """What a Deferred calls: `_read_now` and `_read_later`."""
+
+    def __init__(self, now):
+        self.now, self.calls = now, []
+
+    def _read_now(self, arg):
+        self.calls.append(("now", arg))
+        if isinstance(self.now, BaseException):
+            raise self.now
+        return self.now
+
+    def _read_later(self, arg):
+        self.calls.append(("later", arg))
+
+        async def later():
+            await asyncio.sleep(0)
+            return ("later", arg)
+
+        return later()
+
+
+async def test_deferred_drives_the_coroutine_when_the_read_must_wait():
+    fake = _FakeFile(None)
+    assert await Deferred(fake, 7, DEFERRED_READ) == ("later", 7)
+    assert fake.calls == [("now", 7), ("later", 7)]
+    fake = _FakeFile(b"at once")
+    d = Deferred(fake, 1, DEFERRED_READ)
+    assert await d == b"at once"
+    assert fake.calls == [("now", 1)]
+    with pytest.raises(RuntimeError, match="already awaited"):
+        await d
+    assert await asyncio.create_task(Deferred(_FakeFile(None), 2, DEFERRED_READ)) == (
+        "later", 2,
+    )  # fmt: skip
+
+
+def test_deferred_behaves_as_a_coroutine_before_and_after_it_starts():
+    fake = _FakeFile(b"x")
+    d = Deferred(fake, 1, DEFERRED_READ)
+    with pytest.raises(KeyError):
+        d.throw(KeyError("k"))  # not started: raised, nothing read
+    assert fake.calls == []
+    d = Deferred(fake, 1, DEFERRED_READ)
+    assert d.close() is None
+    assert fake.calls == []
+    with pytest.raises(OSError, match="boom"):
+        Deferred(_FakeFile(OSError("boom")), 1, DEFERRED_READ).send(None)
+    d = Deferred(_FakeFile(None), 3, DEFERRED_READ)
+    assert d.send(None) is None  # the coroutine's sleep(0) yields
+    with pytest.raises(ValueError, match="inside"):
+        d.throw(ValueError("inside"))  # thrown into the coroutine, which raises it
+    with pytest.raises(RuntimeError):
+        d.send(None)
+    d = Deferred(_FakeFile(None), 3, DEFERRED_READ)
+    d.send(None)
+    assert d.close() is None  # closes the coroutine
+    with pytest.raises(TypeError):
+        Deferred(fake, 1)
+    with pytest.raises(TypeError):
+        Deferred(fake, 1, 9)
+
+
 async def test_a_ready_result_is_a_coroutine_to_asyncio(engine, path):
     async with ringio.open(path, "rb") as f:
         c = f.pread(4, 0)
@@ -96,8 +199,8 @@ async def test_a_ready_result_is_a_coroutine_to_asyncio(engine, path):
         c.close()
         task = asyncio.create_task(f.pread(4, 8))
         assert await task == PAYLOAD[8:12]
-        got = await asyncio.gather(f.pread(3, 0), f.read(3), f.pread(2, 1))
-        assert got == [PAYLOAD[:3], PAYLOAD[:3], PAYLOAD[1:3]]
+        got = await asyncio.gather(f.pread(3, 0), f.read(3), f.read(2))
+        assert got == [PAYLOAD[:3], PAYLOAD[:3], PAYLOAD[3:5]]
         r = f.pread(2, 0)
         assert await r == PAYLOAD[:2]
         with pytest.raises(RuntimeError, match="already awaited"):
@@ -127,9 +230,10 @@ def test_ready_behaves_as_a_finished_coroutine():
 
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="inspect.markcoroutinefunction is 3.12+")
-def test_pread_is_a_coroutine_function_to_inspect():
+def test_the_read_methods_are_coroutine_functions_to_inspect():
     for cls in (ringio.AsyncFileIO, ringio.AsyncBufferedFile):
-        assert inspect.iscoroutinefunction(cls.pread), cls
+        for name in ("read", "readinto", "pread"):
+            assert inspect.iscoroutinefunction(getattr(cls, name)), (cls, name)
 
 
 async def test_bytes_a_cancelled_readall_kept_come_before_a_block_sized_read(engine, path):

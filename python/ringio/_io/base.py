@@ -57,8 +57,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def markcoroutinefunction(func: _F) -> _F:
-    """Marks a method that returns an awaitable, possibly complete already
-    (``ringio._core.Ready``), so that ``inspect.iscoroutinefunction`` is True of it
+    """Marks a method that returns an awaitable other than a coroutine
+    (``ringio._core.Ready``, ``Deferred``), so that ``inspect.iscoroutinefunction`` is True of it
     as of the coroutine it stands for (CPython 3.12+; 3.11 has no such mark)."""
     mark = getattr(inspect, "markcoroutinefunction", None)
     return mark(func) if mark is not None else func
@@ -71,6 +71,12 @@ class _FileLock(asyncio.Lock):
     with ``acquire()``."""
 
     closing = False
+
+    def idle(self) -> bool:
+        """Neither held nor awaited: a read that starts now and finishes without an
+        await cannot overtake an op that asked for the lock first. (Right after a
+        release, ``locked()`` is False while the woken waiter has not run yet.)"""
+        return not self._locked and not self._waiters  # type: ignore[attr-defined]
 
     async def __aenter__(self) -> None:
         await self.acquire()

@@ -18,10 +18,15 @@ from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from .._core import (
+    DEFERRED_READ,
+    DEFERRED_READINTO,
     LINES_BYTES,
     AlignedBuffer,
+    Deferred,
     LineCursor,
+    pread_nowait,
     pread_ready,
+    preadinto_nowait,
 )
 from .base import (
     CHUNK_MIN,
@@ -184,6 +189,105 @@ class AsyncBufferedFile(_BinaryFile):
         return pos - (len(self._rbuf) - self._rpos)
 
     # -- reading ----------------------------------------------------------------------
+    # As the raw file's: read() and readinto() return a Deferred, which serves the
+    # read from the read buffer, or from the page cache, when the awaiting task
+    # starts it, if nothing comes before it; else the coroutine reads.
+    @markcoroutinefunction
+    def read(self, size: int | None = -1) -> Awaitable[bytes]:
+        """Reads up to `size` bytes (all, to EOF, when negative or None)."""
+        return Deferred(self, size, DEFERRED_READ)
+
+    @markcoroutinefunction
+    def readinto(self, buffer: Any) -> Awaitable[int]:
+        """Reads into a writable bytes-like object; returns the byte count (less than
+        its length only at EOF)."""
+        return Deferred(self, buffer, DEFERRED_READINTO)
+
+    def _read_later(self, size: int | None) -> Awaitable[bytes]:
+        return _BinaryFile.read(self, size)
+
+    def _readinto_later(self, buffer: Any) -> Awaitable[int]:
+        return _BinaryFile.readinto(self, buffer)
+
+    def _may_read_inline(self) -> bool:
+        """The raw file's check, and no buffered write is due before the read."""
+        return not self._wbuf and self.raw._may_read_inline()
+
+    def _read_now(self, size: Any) -> bytes | None:
+        """``read(size)`` from the read buffer, refilled from the page cache where it
+        holds the bytes; else None (nothing changed)."""
+        if (
+            type(size) is not int
+            or size < 0
+            or not self._readable
+            or self.raw._closed
+            or not self._lock.idle()
+        ):
+            return None
+        if self._cursor is not None:
+            self._unlines()
+        rpos = self._rpos
+        avail = len(self._rbuf) - rpos
+        if size <= avail:
+            self._rpos = rpos + size
+            return self._rbuf[rpos : rpos + size]
+        if not self._may_read_inline():
+            return None
+        raw = self.raw
+        pos: int = raw._pos  # type: ignore[assignment]
+        need = size - avail
+        if need >= self._bufsize:
+            # As _read_sized: a large read goes straight to the caller.
+            try:
+                data = pread_nowait(raw._fd, need, pos)
+            except Exception:  # the coroutine says what is wrong
+                return None
+            if data is None:
+                return None
+            raw._pos = pos + len(data)
+            return self._take(avail) + data if avail else data
+        fill, last_end = self._fill, self._last_fill_end
+        try:
+            data = pread_nowait(raw._fd, self._fill_size(), pos)
+        except Exception:
+            data = None
+        if data is None:
+            self._fill, self._last_fill_end = fill, last_end
+            return None
+        raw._pos = pos + len(data)
+        if data:
+            self._append_read(data)
+        return self._take(size)
+
+    def _readinto_now(self, buffer: Any) -> int | None:
+        """``readinto(buffer)`` from the read buffer where it holds enough, or, where
+        it is empty, straight from the page cache where it holds the bytes; else
+        None (nothing changed)."""
+        raw = self.raw
+        if not self._readable or raw._closed or not self._lock.idle():
+            return None
+        if self._cursor is not None:
+            self._unlines()
+        avail = len(self._rbuf) - self._rpos
+        if avail:
+            try:
+                mv = memoryview(buffer).cast("B")
+            except TypeError:  # the coroutine says what is wrong
+                return None
+            if mv.readonly or len(mv) > avail:
+                return None
+            return self._take_into(mv)
+        if not self._may_read_inline():
+            return None
+        pos: int = raw._pos  # type: ignore[assignment]
+        try:
+            got = preadinto_nowait(raw._fd, buffer, pos)
+        except Exception:  # a read-only buffer: the coroutine says so
+            return None
+        if got is not None:
+            raw._pos = pos + got
+        return got
+
     async def _read_sized(self, size: int) -> bytes:
         """`size` bytes (fewer at EOF): from the read buffer, refilled as needed;
         reads of at least the buffer size go straight to the caller."""

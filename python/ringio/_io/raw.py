@@ -13,10 +13,18 @@ import io
 import operator
 import os
 import warnings
+from collections.abc import Awaitable
 from typing import Any
 
 from .. import _engines
-from .._core import dio_alignment
+from .._core import (
+    DEFERRED_READ,
+    DEFERRED_READINTO,
+    Deferred,
+    dio_alignment,
+    pread_nowait,
+    preadinto_nowait,
+)
 from .base import (
     CHUNK_MIN,
     DIO_FALLBACK,
@@ -25,6 +33,7 @@ from .base import (
     _FileLock,
     _index,
     _retrieve,
+    markcoroutinefunction,
 )
 from .binary import WHENCES, _BinaryFile
 from .direct import DirectIO
@@ -293,6 +302,69 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
         return True
 
     # -- reading ----------------------------------------------------------------------
+    # read() and readinto() return a Deferred: when the awaiting task starts it,
+    # _read_now/_readinto_now serve the read from the page cache if nothing comes
+    # before it; else the coroutine (_read_later/_readinto_later) does the read.
+    @markcoroutinefunction
+    def read(self, size: int | None = -1) -> Awaitable[bytes]:
+        """Reads up to `size` bytes with one read (all, to EOF, when negative or
+        None)."""
+        return Deferred(self, size, DEFERRED_READ)
+
+    @markcoroutinefunction
+    def readinto(self, buffer: Any) -> Awaitable[int]:
+        """Reads into a writable bytes-like object with one read; returns the byte
+        count."""
+        return Deferred(self, buffer, DEFERRED_READINTO)
+
+    def _read_later(self, size: int | None) -> Awaitable[bytes]:
+        return _BinaryFile.read(self, size)
+
+    def _readinto_later(self, buffer: Any) -> Awaitable[int]:
+        return _BinaryFile.readinto(self, buffer)
+
+    def _may_read_inline(self) -> bool:
+        """Whether a read at the position may be served from the page cache now,
+        without an await: nothing comes before it (no op holds or awaits the lock,
+        no cancelled op's result or bytes are due) and the position is known."""
+        return (
+            self._inline_reads
+            and self._seekable
+            and self._pending is None
+            and self._pos is not None
+            and self._rpos == len(self._rbuf)
+            and self._hint.read
+            and not self._closed
+            and not self._eng.closed
+            and self._lock.idle()
+        )
+
+    def _read_now(self, size: Any) -> bytes | None:
+        """``read(size)`` where the page cache holds the bytes; else None."""
+        if type(size) is int and size >= 0 and self._may_read_inline():
+            pos: int = self._pos  # type: ignore[assignment]
+            try:
+                data = pread_nowait(self._fd, size, pos)
+            except Exception:  # the coroutine says what is wrong
+                return None
+            if data is not None:
+                self._pos = pos + len(data)
+            return data
+        return None
+
+    def _readinto_now(self, buffer: Any) -> int | None:
+        """``readinto(buffer)`` where the page cache holds the bytes; else None."""
+        if self._may_read_inline():
+            pos: int = self._pos  # type: ignore[assignment]
+            try:
+                got = preadinto_nowait(self._fd, buffer, pos)
+            except Exception:  # a read-only buffer: the coroutine says so
+                return None
+            if got is not None:
+                self._pos = pos + got
+            return got
+        return None
+
     async def _read_sized(self, size: int) -> bytes:
         """Bytes a cancelled op left, else one read."""
         async with self._lock:

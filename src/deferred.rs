@@ -1,0 +1,389 @@
+//! `Deferred`: the awaitable a file's `read` and `readinto` return. At its first
+//! `send` (when the awaiting task runs it, as a coroutine would start) it calls the
+//! file's `_read_now(arg)` (or `_readinto_now`): a result other than None is the
+//! result, with no coroutine made; None means the read must wait, and the file's
+//! `_read_later(arg)` coroutine is made and driven from then on.
+//!
+//! Nothing happens before that first `send`: a task cancelled before it ran throws
+//! into an awaitable that has not started, which raises and reads nothing, as a
+//! coroutine would. (A `Ready` made at the call would already hold bytes taken from
+//! the file's position, and they would be lost with it.)
+
+use std::ffi::{c_int, c_void};
+use std::ptr;
+
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyTuple, PyType};
+
+use crate::ready::{method, ready_self, slot, thrown};
+
+/// What the awaitable reads: `READ` calls `_read_now`/`_read_later`, `READINTO`
+/// `_readinto_now`/`_readinto_later`.
+pub const READ: u8 = 0;
+pub const READINTO: u8 = 1;
+
+const REUSED: &str = "cannot reuse an already awaited ringio read";
+
+/// The object layout. Pointer fields are strong references or NULL.
+#[repr(C)]
+struct Deferred {
+    ob_base: ffi::PyObject,
+    /// The file and the argument, until the first `send` takes them.
+    file: *mut ffi::PyObject,
+    arg: *mut ffi::PyObject,
+    /// The file's coroutine, while the read waits in it.
+    inner: *mut ffi::PyObject,
+    kind: u8,
+    started: bool,
+}
+
+/// Takes a field's reference (NULL if none).
+///
+/// # Safety
+/// The GIL must be held; `field` points into a live Deferred.
+unsafe fn take(field: *mut *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: caller's contract.
+    unsafe { std::mem::replace(&mut *field, ptr::null_mut()) }
+}
+
+/// Drops the file and argument (the read will not start).
+///
+/// # Safety
+/// The GIL must be held; `d` is a live Deferred.
+unsafe fn forget_start(d: *mut Deferred) {
+    // SAFETY: caller's contract; each reference is released once, after the field
+    // was cleared.
+    unsafe {
+        (*d).started = true;
+        ffi::Py_XDECREF(take(&mut (*d).file));
+        ffi::Py_XDECREF(take(&mut (*d).arg));
+    }
+}
+
+/// The first `send`: the file's `_*_now(arg)`. Ok(Some(result)) when it read at
+/// once; Ok(None) once `inner` holds the file's coroutine.
+///
+/// # Safety
+/// The GIL must be held; `d` is a live Deferred that has not started.
+unsafe fn start(py: Python<'_>, d: *mut Deferred) -> PyResult<Option<Bound<'_, PyAny>>> {
+    // SAFETY: caller's contract; `file` and `arg` are strong references set by
+    // `deferred_new`, moved out here (so a re-entrant send sees `started`).
+    unsafe {
+        (*d).started = true;
+        let (file, arg) = (take(&mut (*d).file), take(&mut (*d).arg));
+        if file.is_null() || arg.is_null() {
+            // Cleared by the garbage collector (tp_clear) before it started.
+            ffi::Py_XDECREF(file);
+            ffi::Py_XDECREF(arg);
+            return Err(PyRuntimeError::new_err(REUSED));
+        }
+        let file = Bound::from_owned_ptr(py, file);
+        let arg = Bound::from_owned_ptr(py, arg);
+        let (now, later) = if (*d).kind == READINTO {
+            (
+                pyo3::intern!(py, "_readinto_now"),
+                pyo3::intern!(py, "_readinto_later"),
+            )
+        } else {
+            (
+                pyo3::intern!(py, "_read_now"),
+                pyo3::intern!(py, "_read_later"),
+            )
+        };
+        let got = file.call_method1(now, (&arg,))?;
+        if !got.is_none() {
+            return Ok(Some(got));
+        }
+        let coro = file.call_method1(later, (arg,))?;
+        (*d).inner = coro.into_ptr();
+        Ok(None)
+    }
+}
+
+/// `am_send`: starts the read at the first call, then drives the file's coroutine.
+unsafe extern "C" fn deferred_am_send(
+    slf: *mut ffi::PyObject,
+    arg: *mut ffi::PyObject,
+    result: *mut *mut ffi::PyObject,
+) -> ffi::PySendResult {
+    // SAFETY: called by CPython with the GIL held; `slf` is a Deferred, `arg` a
+    // valid object and `result` writable.
+    unsafe {
+        let py = Python::assume_attached();
+        let d = slf as *mut Deferred;
+        if !(*d).started {
+            match start(py, d) {
+                Ok(Some(value)) => {
+                    *result = value.into_ptr();
+                    return ffi::PySendResult::PYGEN_RETURN;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    e.restore(py);
+                    *result = ptr::null_mut();
+                    return ffi::PySendResult::PYGEN_ERROR;
+                }
+            }
+        }
+        let inner = (*d).inner;
+        if inner.is_null() {
+            PyRuntimeError::new_err(REUSED).restore(py);
+            *result = ptr::null_mut();
+            return ffi::PySendResult::PYGEN_ERROR;
+        }
+        let status = ffi::PyIter_Send(inner, arg, result);
+        if status != ffi::PySendResult::PYGEN_NEXT {
+            ffi::Py_XDECREF(take(&mut (*d).inner)); // finished: returned or raised
+        }
+        status
+    }
+}
+
+/// `send(arg)` and `__next__` as generators have them: a yielded value, or
+/// StopIteration(result) / the error.
+///
+/// # Safety
+/// The GIL must be held; `slf` is a live Deferred and `arg` a valid object.
+unsafe fn send_or_stop(slf: *mut ffi::PyObject, arg: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: caller's contract.
+    unsafe {
+        let py = Python::assume_attached();
+        let mut result = ptr::null_mut();
+        match deferred_am_send(slf, arg, &mut result) {
+            ffi::PySendResult::PYGEN_NEXT => result,
+            ffi::PySendResult::PYGEN_RETURN => {
+                let value = Bound::from_owned_ptr(py, result).unbind();
+                // A 1-tuple: StopIteration(v).value is v even when v is a tuple.
+                PyStopIteration::new_err((value,)).restore(py);
+                ptr::null_mut()
+            }
+            _ => ptr::null_mut(),
+        }
+    }
+}
+
+unsafe extern "C" fn deferred_next(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: called by CPython with the GIL held; None is immortal or held.
+    unsafe { send_or_stop(slf, ffi::Py_None()) }
+}
+
+unsafe extern "C" fn deferred_send(
+    slf: *mut ffi::PyObject,
+    arg: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: called by CPython with the GIL held and a valid argument.
+    unsafe { send_or_stop(slf, arg) }
+}
+
+/// `throw(...)`: before the start, raises it and reads nothing; while waiting,
+/// throws it into the file's coroutine.
+unsafe extern "C" fn deferred_throw(
+    slf: *mut ffi::PyObject,
+    args: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: called by CPython with the GIL held and an args tuple.
+    unsafe {
+        let py = Python::assume_attached();
+        let d = slf as *mut Deferred;
+        let args = Borrowed::from_ptr(py, args);
+        let inner = (*d).inner;
+        if inner.is_null() {
+            forget_start(d);
+            thrown(&args).restore(py);
+            return ptr::null_mut();
+        }
+        let coro = Borrowed::from_ptr(py, inner);
+        let outcome = coro
+            .getattr(pyo3::intern!(py, "throw"))
+            .and_then(|throw| throw.call1(args.cast::<PyTuple>()?.to_owned()));
+        match outcome {
+            Ok(yielded) => yielded.into_ptr(),
+            Err(e) => {
+                // Returned (StopIteration) or raised: the coroutine is finished.
+                ffi::Py_XDECREF(take(&mut (*d).inner));
+                e.restore(py);
+                ptr::null_mut()
+            }
+        }
+    }
+}
+
+/// `close()`: closes the file's coroutine, or forgets a read not started.
+unsafe extern "C" fn deferred_close(
+    slf: *mut ffi::PyObject,
+    _: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: called by CPython with the GIL held on a live Deferred.
+    unsafe {
+        let py = Python::assume_attached();
+        let d = slf as *mut Deferred;
+        forget_start(d);
+        let inner = take(&mut (*d).inner);
+        if !inner.is_null() {
+            let coro = Bound::from_owned_ptr(py, inner);
+            if let Err(e) = coro.call_method0(pyo3::intern!(py, "close")) {
+                e.restore(py);
+                return ptr::null_mut();
+            }
+        }
+        ffi::Py_IncRef(ffi::Py_None());
+        ffi::Py_None()
+    }
+}
+
+/// `Deferred(file, arg, kind)`.
+unsafe extern "C" fn deferred_new(
+    tp: *mut ffi::PyTypeObject,
+    args: *mut ffi::PyObject,
+    kwargs: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: called by CPython with the GIL held and a valid args tuple.
+    unsafe {
+        let py = Python::assume_attached();
+        let nkw = if kwargs.is_null() {
+            0
+        } else {
+            ffi::PyDict_Size(kwargs)
+        };
+        if ffi::PyTuple_Size(args) != 3 || nkw != 0 {
+            PyTypeError::new_err(
+                "Deferred(file, arg, kind) takes exactly three positional arguments",
+            )
+            .restore(py);
+            return ptr::null_mut();
+        }
+        let kind = ffi::PyLong_AsLong(ffi::PyTuple_GetItem(args, 2));
+        if kind == -1 && !ffi::PyErr_Occurred().is_null() {
+            return ptr::null_mut();
+        }
+        if kind != READ as std::ffi::c_long && kind != READINTO as std::ffi::c_long {
+            PyTypeError::new_err("Deferred: kind is DEFERRED_READ or DEFERRED_READINTO")
+                .restore(py);
+            return ptr::null_mut();
+        }
+        // PyType_GenericAlloc zero-fills (NULL fields, not started) and starts GC
+        // tracking.
+        let obj = ffi::PyType_GenericAlloc(tp, 0);
+        if obj.is_null() {
+            return obj;
+        }
+        let d = obj as *mut Deferred;
+        for (field, i) in [(&mut (*d).file, 0), (&mut (*d).arg, 1)] {
+            let v = ffi::PyTuple_GetItem(args, i);
+            ffi::Py_INCREF(v);
+            *field = v;
+        }
+        (*d).kind = kind as u8;
+        obj
+    }
+}
+
+unsafe extern "C" fn deferred_traverse(
+    slf: *mut ffi::PyObject,
+    visit: ffi::visitproc,
+    arg: *mut c_void,
+) -> c_int {
+    // SAFETY: called by the GC on a live Deferred; fields are NULL or objects.
+    unsafe {
+        let d = slf as *mut Deferred;
+        for field in [(*d).file, (*d).arg, (*d).inner] {
+            if !field.is_null() {
+                let r = visit(field, arg);
+                if r != 0 {
+                    return r;
+                }
+            }
+        }
+        // Heap type instances also visit their type.
+        visit(ffi::Py_TYPE(slf) as *mut ffi::PyObject, arg)
+    }
+}
+
+unsafe extern "C" fn deferred_clear(slf: *mut ffi::PyObject) -> c_int {
+    // SAFETY: called with the GIL held on a live Deferred; each field is cleared
+    // before its reference is released.
+    unsafe {
+        let d = slf as *mut Deferred;
+        ffi::Py_XDECREF(take(&mut (*d).file));
+        ffi::Py_XDECREF(take(&mut (*d).arg));
+        ffi::Py_XDECREF(take(&mut (*d).inner));
+    }
+    0
+}
+
+unsafe extern "C" fn deferred_dealloc(slf: *mut ffi::PyObject) {
+    // SAFETY: the object's last reference is gone; the GIL is held. Untracked
+    // before clearing so the GC never sees a half-cleared object; the heap type's
+    // reference is released last. A coroutine still held is released unclosed,
+    // as a dropped coroutine is (its own finaliser closes it).
+    unsafe {
+        ffi::PyObject_GC_UnTrack(slf as *mut c_void);
+        deferred_clear(slf);
+        let tp = ffi::Py_TYPE(slf);
+        ffi::PyObject_GC_Del(slf as *mut c_void);
+        ffi::Py_DECREF(tp as *mut ffi::PyObject);
+    }
+}
+
+/// Creates `Deferred` and its kind constants in the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    // CPython keeps pointers into the method table: it must live as long as the
+    // type, so it is leaked once (one module import).
+    let methods: &'static mut [ffi::PyMethodDef] = Box::leak(Box::new([
+        method(
+            c"send",
+            deferred_send,
+            ffi::METH_O,
+            c"send(arg): as a coroutine's.",
+        ),
+        method(
+            c"throw",
+            deferred_throw,
+            ffi::METH_VARARGS,
+            c"throw(exc): as a coroutine's.",
+        ),
+        method(
+            c"close",
+            deferred_close,
+            ffi::METH_NOARGS,
+            c"close(): as a coroutine's.",
+        ),
+        ffi::PyMethodDef::zeroed(),
+    ]));
+    let mut slots = [
+        slot(ffi::Py_tp_new, deferred_new as *mut c_void),
+        slot(ffi::Py_tp_dealloc, deferred_dealloc as *mut c_void),
+        slot(ffi::Py_tp_traverse, deferred_traverse as *mut c_void),
+        slot(ffi::Py_tp_clear, deferred_clear as *mut c_void),
+        slot(ffi::Py_tp_iter, ready_self as *mut c_void),
+        slot(ffi::Py_tp_iternext, deferred_next as *mut c_void),
+        slot(ffi::Py_am_await, ready_self as *mut c_void),
+        slot(ffi::Py_am_send, deferred_am_send as *mut c_void),
+        slot(ffi::Py_tp_methods, methods.as_mut_ptr() as *mut c_void),
+        slot(
+            ffi::Py_tp_doc,
+            c"Deferred(file, arg, kind): a file read that starts at its first send; see src/deferred.rs."
+                .as_ptr() as *mut c_void,
+        ),
+        slot(0, ptr::null_mut()),
+    ];
+    let mut spec = ffi::PyType_Spec {
+        name: c"ringio._core.Deferred".as_ptr(),
+        basicsize: std::mem::size_of::<Deferred>() as c_int,
+        itemsize: 0,
+        flags: (ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_HAVE_GC) as _,
+        slots: slots.as_mut_ptr(),
+    };
+    // SAFETY: the spec and slots are valid for the call (CPython copies what it
+    // keeps of them; the method table, name and doc are 'static).
+    let tp = unsafe { ffi::PyType_FromSpec(&mut spec) };
+    // SAFETY: a new reference to the type, or NULL with an exception set.
+    let tp = unsafe { Bound::from_owned_ptr_or_err(py, tp)? }.cast_into::<PyType>()?;
+    m.add("Deferred", tp)?;
+    m.add("DEFERRED_READ", READ)?;
+    m.add("DEFERRED_READINTO", READINTO)?;
+    Ok(())
+}
