@@ -68,7 +68,8 @@ bench-deps: $(BENCH_STAMP)
 bench: bench-deps
 	$(PY) -m ringio bench all --quick
 
-# The core suites under valgrind memcheck (AddressSanitizer for a Rust cdylib inside
+# The core suites, and the files' reads served without a coroutine (the native
+# Ready and Deferred awaitables), under valgrind memcheck (AddressSanitizer for a Rust cdylib inside
 # an uninstrumented CPython needs an ASan runtime preloaded into python, which the
 # Rust toolchain does not ship for cdylibs), then `make miri`. Any memcheck report
 # fails the run.
@@ -81,7 +82,7 @@ bench: bench-deps
 # ringio's loop waits in io_uring_enter: the loops of several threads
 # (tests/engines/test_engine_threads.py), a file used from another loop or thread
 # (tests/engines/test_other_loop.py), the thread engine on ringio's loop.
-SANITIZE_TESTS ?= tests/aio tests/uring tests/engines
+SANITIZE_TESTS ?= tests/aio tests/uring tests/engines tests/files/test_inline_reads.py
 SANITIZE_SKIP ?= --ignore=tests/aio/test_threads.py \
 	--ignore=tests/engines/test_engine_threads.py \
 	--ignore=tests/engines/test_other_loop.py -k "not thread-ringio" \

@@ -216,21 +216,25 @@ class AsyncBufferedFile(_BinaryFile):
     def _read_now(self, size: Any) -> bytes | None:
         """``read(size)`` from the read buffer, refilled from the page cache where it
         holds the bytes; else None (nothing changed)."""
+        lock = self._lock
+        # lock.idle(), inlined: this is the path of every read the buffer serves.
         if (
             type(size) is not int
             or size < 0
+            or lock._locked  # type: ignore[attr-defined]
+            or lock._waiters  # type: ignore[attr-defined]
             or not self._readable
             or self.raw._closed
-            or not self._lock.idle()
         ):
             return None
         if self._cursor is not None:
             self._unlines()
         rpos = self._rpos
-        avail = len(self._rbuf) - rpos
-        if size <= avail:
+        rbuf = self._rbuf
+        if size <= len(rbuf) - rpos:
             self._rpos = rpos + size
-            return self._rbuf[rpos : rpos + size]
+            return rbuf[rpos : rpos + size]
+        avail = len(rbuf) - rpos
         if not self._may_read_inline():
             return None
         raw = self.raw
