@@ -69,10 +69,10 @@ bench: bench-deps
 	$(PY) -m ringio bench all --quick
 
 # The core suites, and the files' reads served without a coroutine (the native
-# Ready and Deferred awaitables), under valgrind memcheck (AddressSanitizer for a Rust cdylib inside
-# an uninstrumented CPython needs an ASan runtime preloaded into python, which the
-# Rust toolchain does not ship for cdylibs), then `make miri`. Any memcheck report
-# fails the run.
+# Ready and Deferred awaitables), under valgrind memcheck (AddressSanitizer for a
+# Rust cdylib inside an uninstrumented CPython needs an ASan runtime preloaded into
+# python, which the Rust toolchain does not ship for cdylibs), then `make miri`.
+# Any memcheck report fails the run.
 # valgrind runs one thread at a time, and 3.19 keeps its lock while a thread
 # blocks in io_submit or in io_uring_enter's wait (seen 2026-11-25: one thread in
 # io_cqring_wait, every other waiting for valgrind's lock, no progress for 20
