@@ -92,11 +92,24 @@ unsafe fn start(py: Python<'_>, d: *mut Deferred) -> PyResult<Option<Bound<'_, P
                 pyo3::intern!(py, "_read_later"),
             )
         };
-        let got = file.call_method1(now, (&arg,))?;
+        // PyObject_CallMethodObjArgs calls the method without making a bound
+        // method object (what `call_method1` does under the limited API).
+        let call = |name: &Bound<'_, pyo3::types::PyString>| {
+            Bound::from_owned_ptr_or_err(
+                py,
+                ffi::PyObject_CallMethodObjArgs(
+                    file.as_ptr(),
+                    name.as_ptr(),
+                    arg.as_ptr(),
+                    ptr::null_mut::<ffi::PyObject>(),
+                ),
+            )
+        };
+        let got = call(now)?;
         if !got.is_none() {
             return Ok(Some(got));
         }
-        let coro = file.call_method1(later, (arg,))?;
+        let coro = call(later)?;
         (*d).inner = coro.into_ptr();
         Ok(None)
     }

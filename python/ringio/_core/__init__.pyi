@@ -4,8 +4,8 @@ Each engine and client of a ring has its submodule: ``uring``, ``aio``, ``loop``
 ``net``.
 """
 
-from collections.abc import Awaitable, Generator, Iterable
-from typing import Any, Generic, Literal, TypeVar, final
+from collections.abc import Awaitable, Coroutine, Generator, Iterable
+from typing import Any, Literal, TypeVar, final
 
 from typing_extensions import Buffer
 
@@ -203,7 +203,7 @@ def preadinto_nowait(fd: int, buffer: Buffer, offset: int) -> int | None:
 _T = TypeVar("_T")
 
 @final
-class Ready(Generic[_T]):
+class Ready(Coroutine[Any, Any, _T]):
     """An awaitable whose result exists when it is made: ``await`` returns it at
     the first ``send``, with no Future. It has ``send``, ``throw`` and ``close``, so
     ``asyncio.create_task`` takes it as a coroutine."""
@@ -222,7 +222,7 @@ DEFERRED_READ: int
 DEFERRED_READINTO: int
 
 @final
-class Deferred(Generic[_T]):
+class Deferred(Coroutine[Any, Any, _T]):
     """A file's ``read`` (kind ``DEFERRED_READ``) or ``readinto``
     (``DEFERRED_READINTO``): at its first ``send`` it calls ``file._read_now(arg)``
     (``_readinto_now``) and returns a result other than None; else it drives

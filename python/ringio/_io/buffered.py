@@ -14,7 +14,7 @@ import io
 import operator
 import os
 import warnings
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Coroutine, Iterable
 from typing import Any
 
 from .._core import (
@@ -193,12 +193,12 @@ class AsyncBufferedFile(_BinaryFile):
     # read from the read buffer, or from the page cache, when the awaiting task
     # starts it, if nothing comes before it; else the coroutine reads.
     @markcoroutinefunction
-    def read(self, size: int | None = -1) -> Awaitable[bytes]:
+    def read(self, size: int | None = -1) -> Coroutine[Any, Any, bytes]:
         """Reads up to `size` bytes (all, to EOF, when negative or None)."""
         return Deferred(self, size, DEFERRED_READ)
 
     @markcoroutinefunction
-    def readinto(self, buffer: Any) -> Awaitable[int]:
+    def readinto(self, buffer: Any) -> Coroutine[Any, Any, int]:
         """Reads into a writable bytes-like object; returns the byte count (less than
         its length only at EOF)."""
         return Deferred(self, buffer, DEFERRED_READINTO)
@@ -479,7 +479,7 @@ class AsyncBufferedFile(_BinaryFile):
                 await self._flush_locked()
 
     @markcoroutinefunction
-    def pread(self, n: int, offset: int) -> Awaitable[bytes]:
+    def pread(self, n: int, offset: int) -> Coroutine[Any, Any, bytes]:
         """Reads up to `n` bytes at `offset`, leaving the position alone; served at
         once where the page cache holds them (see the raw file's ``pread``)."""
         raw = self.raw

@@ -7,7 +7,7 @@ position is left alone), ``pread_many``/``preadinto_many``, ``readv``/``writev``
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 from .._core import AlignedBuffer, pread_ready
@@ -21,7 +21,7 @@ class PositionalIO:
     _inline_reads: bool
 
     @markcoroutinefunction
-    def pread(self, n: int, offset: int) -> Awaitable[bytes]:
+    def pread(self, n: int, offset: int) -> Coroutine[Any, Any, bytes]:
         """Reads up to `n` bytes at `offset`, leaving the position alone.
 
         Where the page cache holds the bytes, they are read at once (the returned

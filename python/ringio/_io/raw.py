@@ -13,7 +13,7 @@ import io
 import operator
 import os
 import warnings
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from .. import _engines
@@ -306,13 +306,13 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
     # _read_now/_readinto_now serve the read from the page cache if nothing comes
     # before it; else the coroutine (_read_later/_readinto_later) does the read.
     @markcoroutinefunction
-    def read(self, size: int | None = -1) -> Awaitable[bytes]:
+    def read(self, size: int | None = -1) -> Coroutine[Any, Any, bytes]:
         """Reads up to `size` bytes with one read (all, to EOF, when negative or
         None)."""
         return Deferred(self, size, DEFERRED_READ)
 
     @markcoroutinefunction
-    def readinto(self, buffer: Any) -> Awaitable[int]:
+    def readinto(self, buffer: Any) -> Coroutine[Any, Any, int]:
         """Reads into a writable bytes-like object with one read; returns the byte
         count."""
         return Deferred(self, buffer, DEFERRED_READINTO)
