@@ -15,9 +15,10 @@ use std::ptr;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyTuple, PyType};
+use pyo3::types::PyTuple;
 
-use crate::ready::{method, ready_self, slot, thrown};
+use crate::pytype::{gc_dealloc, gc_heap_type, method, return_self, slot};
+use crate::ready::thrown;
 
 /// What the awaitable reads: `READ` calls `_read_now`/`_read_later`, `READINTO`
 /// `_readinto_now`/`_readinto_later`.
@@ -326,18 +327,11 @@ unsafe extern "C" fn deferred_clear(slf: *mut ffi::PyObject) -> c_int {
     0
 }
 
+/// A coroutine still held is released unclosed, as a dropped coroutine is (its own
+/// finaliser closes it).
 unsafe extern "C" fn deferred_dealloc(slf: *mut ffi::PyObject) {
-    // SAFETY: the object's last reference is gone; the GIL is held. Untracked
-    // before clearing so the GC never sees a half-cleared object; the heap type's
-    // reference is released last. A coroutine still held is released unclosed,
-    // as a dropped coroutine is (its own finaliser closes it).
-    unsafe {
-        ffi::PyObject_GC_UnTrack(slf as *mut c_void);
-        deferred_clear(slf);
-        let tp = ffi::Py_TYPE(slf);
-        ffi::PyObject_GC_Del(slf as *mut c_void);
-        ffi::Py_DECREF(tp as *mut ffi::PyObject);
-    }
+    // SAFETY: called by CPython for the last reference, with the GIL held.
+    unsafe { gc_dealloc(slf, deferred_clear) }
 }
 
 /// Creates `Deferred` and its kind constants in the module.
@@ -371,9 +365,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         slot(ffi::Py_tp_dealloc, deferred_dealloc as *mut c_void),
         slot(ffi::Py_tp_traverse, deferred_traverse as *mut c_void),
         slot(ffi::Py_tp_clear, deferred_clear as *mut c_void),
-        slot(ffi::Py_tp_iter, ready_self as *mut c_void),
+        slot(ffi::Py_tp_iter, return_self as *mut c_void),
         slot(ffi::Py_tp_iternext, deferred_next as *mut c_void),
-        slot(ffi::Py_am_await, ready_self as *mut c_void),
+        slot(ffi::Py_am_await, return_self as *mut c_void),
         slot(ffi::Py_am_send, deferred_am_send as *mut c_void),
         slot(ffi::Py_tp_methods, methods.as_mut_ptr() as *mut c_void),
         slot(
@@ -383,18 +377,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ),
         slot(0, ptr::null_mut()),
     ];
-    let mut spec = ffi::PyType_Spec {
-        name: c"ringio._core.Deferred".as_ptr(),
-        basicsize: std::mem::size_of::<Deferred>() as c_int,
-        itemsize: 0,
-        flags: (ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_HAVE_GC) as _,
-        slots: slots.as_mut_ptr(),
-    };
-    // SAFETY: the spec and slots are valid for the call (CPython copies what it
-    // keeps of them; the method table, name and doc are 'static).
-    let tp = unsafe { ffi::PyType_FromSpec(&mut spec) };
-    // SAFETY: a new reference to the type, or NULL with an exception set.
-    let tp = unsafe { Bound::from_owned_ptr_or_err(py, tp)? }.cast_into::<PyType>()?;
+    let tp = gc_heap_type(
+        py,
+        c"ringio._core.Deferred",
+        std::mem::size_of::<Deferred>(),
+        &mut slots,
+    )?;
     m.add("Deferred", tp)?;
     m.add("DEFERRED_READ", READ)?;
     m.add("DEFERRED_READINTO", READINTO)?;

@@ -19,6 +19,7 @@ pub mod loopcore;
 pub mod net;
 pub mod op;
 pub mod pydriver;
+pub mod pytype;
 pub mod ready;
 pub mod ring;
 pub mod sync;

@@ -30,6 +30,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
+use crate::pytype::{gc_dealloc, gc_heap_type, return_self, slot};
+
 /// How a chunk is split; the text kinds follow `TextIOWrapper`'s `newline=` (the
 /// newline decoder has already turned `\r` and `\r\n` into `\n` for `newline=None`).
 pub const KIND_BYTES: u8 = 0;
@@ -387,13 +389,6 @@ unsafe extern "C" fn iter_anext(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
     }
 }
 
-/// `__aiter__`, `__await__` and `__iter__` (`yield from`): the object itself.
-unsafe extern "C" fn iter_self(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    // SAFETY: `slf` is a live object handed to us by CPython.
-    unsafe { ffi::Py_INCREF(slf) };
-    slf
-}
-
 /// Takes the ready line, or sets RuntimeError (awaited twice).
 ///
 /// # Safety
@@ -477,16 +472,8 @@ unsafe extern "C" fn iter_clear(slf: *mut ffi::PyObject) -> c_int {
 }
 
 unsafe extern "C" fn iter_dealloc(slf: *mut ffi::PyObject) {
-    // SAFETY: the object's last reference is gone; the GIL is held. Untrack before
-    // clearing so the GC never sees a half-cleared object; the heap type's
-    // reference is released last.
-    unsafe {
-        ffi::PyObject_GC_UnTrack(slf as *mut c_void);
-        iter_clear(slf);
-        let tp = ffi::Py_TYPE(slf);
-        ffi::PyObject_GC_Del(slf as *mut c_void);
-        ffi::Py_DECREF(tp as *mut ffi::PyObject);
-    }
+    // SAFETY: called by CPython for the last reference, with the GIL held.
+    unsafe { gc_dealloc(slf, iter_clear) }
 }
 
 /// Creates `LineIter` and adds it and `LineCursor` to the module.
@@ -507,11 +494,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         slot(ffi::Py_tp_dealloc, iter_dealloc as *mut c_void),
         slot(ffi::Py_tp_traverse, iter_traverse as *mut c_void),
         slot(ffi::Py_tp_clear, iter_clear as *mut c_void),
-        slot(ffi::Py_tp_iter, iter_self as *mut c_void),
+        slot(ffi::Py_tp_iter, return_self as *mut c_void),
         slot(ffi::Py_tp_iternext, iter_next as *mut c_void),
-        slot(ffi::Py_am_aiter, iter_self as *mut c_void),
+        slot(ffi::Py_am_aiter, return_self as *mut c_void),
         slot(ffi::Py_am_anext, iter_anext as *mut c_void),
-        slot(ffi::Py_am_await, iter_self as *mut c_void),
+        slot(ffi::Py_am_await, return_self as *mut c_void),
         slot(ffi::Py_am_send, iter_send as *mut c_void),
         slot(
             ffi::Py_tp_doc,
@@ -520,22 +507,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ),
         slot(0, ptr::null_mut()),
     ];
-    let mut spec = ffi::PyType_Spec {
-        name: c"ringio._core.LineIter".as_ptr(),
-        basicsize: std::mem::size_of::<LineIter>() as c_int,
-        itemsize: 0,
-        flags: (ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_HAVE_GC) as _,
-        slots: slots.as_mut_ptr(),
-    };
-    // SAFETY: the spec and slots are valid for the call (CPython copies what it
-    // keeps; the name and doc are 'static C strings).
-    let tp = unsafe { ffi::PyType_FromSpec(&mut spec) };
-    // SAFETY: a new reference to the type, or NULL with an exception set.
-    let tp = unsafe { Bound::from_owned_ptr_or_err(py, tp)? };
+    let tp = gc_heap_type(
+        py,
+        c"ringio._core.LineIter",
+        std::mem::size_of::<LineIter>(),
+        &mut slots,
+    )?;
     m.add("LineIter", tp)?;
     Ok(())
-}
-
-fn slot(id: c_int, pfunc: *mut c_void) -> ffi::PyType_Slot {
-    ffi::PyType_Slot { slot: id, pfunc }
 }

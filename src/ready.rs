@@ -19,6 +19,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
 use crate::fastpath;
+use crate::pytype::{gc_dealloc, gc_heap_type, method, return_self, slot};
 
 /// The type, made once at module import.
 static READY_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -94,13 +95,6 @@ unsafe fn stop_with(py: Python<'_>, value: *mut ffi::PyObject) -> *mut ffi::PyOb
         PyStopIteration::new_err((value,)).restore(py);
     }
     ptr::null_mut()
-}
-
-/// `__await__` and `__iter__`: the object itself.
-pub(crate) unsafe extern "C" fn ready_self(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    // SAFETY: `slf` is a live object handed to us by CPython.
-    unsafe { ffi::Py_INCREF(slf) };
-    slf
 }
 
 /// `am_send`: complete from the start; `await` returns the value.
@@ -260,16 +254,8 @@ unsafe extern "C" fn ready_clear(slf: *mut ffi::PyObject) -> c_int {
 }
 
 unsafe extern "C" fn ready_dealloc(slf: *mut ffi::PyObject) {
-    // SAFETY: the object's last reference is gone; the GIL is held. Untracked
-    // before clearing so the GC never sees a half-cleared object; the heap type's
-    // reference is released last.
-    unsafe {
-        ffi::PyObject_GC_UnTrack(slf as *mut c_void);
-        ready_clear(slf);
-        let tp = ffi::Py_TYPE(slf);
-        ffi::PyObject_GC_Del(slf as *mut c_void);
-        ffi::Py_DECREF(tp as *mut ffi::PyObject);
-    }
+    // SAFETY: called by CPython for the last reference, with the GIL held.
+    unsafe { gc_dealloc(slf, ready_clear) }
 }
 
 /// Creates `Ready` and adds it and `pread_ready` to the module.
@@ -303,9 +289,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         slot(ffi::Py_tp_dealloc, ready_dealloc as *mut c_void),
         slot(ffi::Py_tp_traverse, ready_traverse as *mut c_void),
         slot(ffi::Py_tp_clear, ready_clear as *mut c_void),
-        slot(ffi::Py_tp_iter, ready_self as *mut c_void),
+        slot(ffi::Py_tp_iter, return_self as *mut c_void),
         slot(ffi::Py_tp_iternext, ready_next as *mut c_void),
-        slot(ffi::Py_am_await, ready_self as *mut c_void),
+        slot(ffi::Py_am_await, return_self as *mut c_void),
         slot(ffi::Py_am_send, ready_am_send as *mut c_void),
         slot(ffi::Py_tp_methods, methods.as_mut_ptr() as *mut c_void),
         slot(
@@ -315,39 +301,14 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ),
         slot(0, ptr::null_mut()),
     ];
-    let mut spec = ffi::PyType_Spec {
-        name: c"ringio._core.Ready".as_ptr(),
-        basicsize: std::mem::size_of::<Ready>() as c_int,
-        itemsize: 0,
-        flags: (ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_HAVE_GC) as _,
-        slots: slots.as_mut_ptr(),
-    };
-    // SAFETY: the spec and slots are valid for the call (CPython copies what it
-    // keeps of them; the method table, name and doc are 'static).
-    let tp = unsafe { ffi::PyType_FromSpec(&mut spec) };
-    // SAFETY: a new reference to the type, or NULL with an exception set.
-    let tp = unsafe { Bound::from_owned_ptr_or_err(py, tp)? }.cast_into::<PyType>()?;
+    let tp = gc_heap_type(
+        py,
+        c"ringio._core.Ready",
+        std::mem::size_of::<Ready>(),
+        &mut slots,
+    )?;
     let _ = READY_TYPE.set(py, tp.clone().unbind());
     m.add("Ready", tp)?;
     m.add_function(wrap_pyfunction!(pread_ready, m)?)?;
     Ok(())
-}
-
-/// A method entry; METH_O, METH_NOARGS and METH_VARARGS all take a PyCFunction.
-pub(crate) fn method(
-    name: &'static std::ffi::CStr,
-    f: ffi::PyCFunction,
-    flags: c_int,
-    doc: &'static std::ffi::CStr,
-) -> ffi::PyMethodDef {
-    ffi::PyMethodDef {
-        ml_name: name.as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunction: f },
-        ml_flags: flags,
-        ml_doc: doc.as_ptr(),
-    }
-}
-
-pub(crate) fn slot(id: c_int, pfunc: *mut c_void) -> ffi::PyType_Slot {
-    ffi::PyType_Slot { slot: id, pfunc }
 }

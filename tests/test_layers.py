@@ -52,7 +52,7 @@ PY_LAYERS: list[set[str]] = [
 
 # Top-level modules of the crate (``src/x.rs`` or ``src/x/``), bottom to top.
 RUST_LAYERS: list[set[str]] = [
-    {"sys", "errors", "sync"},
+    {"sys", "errors", "sync", "pytype"},
     {"buffers"},
     {"ring"},
     {"op", "engine", "aio", "uring", "lines", "fastpath"},
