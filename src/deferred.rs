@@ -17,7 +17,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::pytype::{gc_dealloc, gc_heap_type, method, return_self, slot};
+use crate::pytype::{gc_dealloc, gc_heap_type, method, return_self, slot, traverse};
 use crate::ready::thrown;
 
 /// What the awaitable reads: `READ` calls `_read_now`/`_read_later`, `READINTO`
@@ -299,19 +299,10 @@ unsafe extern "C" fn deferred_traverse(
     visit: ffi::visitproc,
     arg: *mut c_void,
 ) -> c_int {
-    // SAFETY: called by the GC on a live Deferred; fields are NULL or objects.
+    // SAFETY: called by the GC on a live Deferred; its fields are NULL or objects it holds.
     unsafe {
-        let d = slf as *mut Deferred;
-        for field in [(*d).file, (*d).arg, (*d).inner] {
-            if !field.is_null() {
-                let r = visit(field, arg);
-                if r != 0 {
-                    return r;
-                }
-            }
-        }
-        // Heap type instances also visit their type.
-        visit(ffi::Py_TYPE(slf) as *mut ffi::PyObject, arg)
+        let o = slf as *mut Deferred;
+        traverse(slf, &[(*o).file, (*o).arg, (*o).inner], visit, arg)
     }
 }
 

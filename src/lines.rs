@@ -30,7 +30,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use crate::pytype::{gc_dealloc, gc_heap_type, return_self, slot};
+use crate::pytype::{gc_dealloc, gc_heap_type, return_self, slot, traverse};
 
 /// How a chunk is split; the text kinds follow `TextIOWrapper`'s `newline=` (the
 /// newline decoder has already turned `\r` and `\r\n` into `\n` for `newline=None`).
@@ -444,19 +444,10 @@ unsafe extern "C" fn iter_traverse(
     visit: ffi::visitproc,
     arg: *mut c_void,
 ) -> c_int {
-    // SAFETY: called by the GC on a live LineIter; fields are NULL or objects.
+    // SAFETY: called by the GC on a live LineIter; its fields are NULL or objects it holds.
     unsafe {
-        let it = slf as *mut LineIter;
-        for field in [(*it).file, (*it).cursor, (*it).ready] {
-            if !field.is_null() {
-                let r = visit(field, arg);
-                if r != 0 {
-                    return r;
-                }
-            }
-        }
-        // Heap type instances also visit their type.
-        visit(ffi::Py_TYPE(slf) as *mut ffi::PyObject, arg)
+        let o = slf as *mut LineIter;
+        traverse(slf, &[(*o).file, (*o).cursor, (*o).ready], visit, arg)
     }
 }
 

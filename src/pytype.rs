@@ -82,3 +82,28 @@ pub unsafe extern "C" fn return_self(slf: *mut ffi::PyObject) -> *mut ffi::PyObj
     unsafe { ffi::Py_INCREF(slf) };
     slf
 }
+
+/// `tp_traverse` of a `gc_heap_type` instance whose references are `fields` (NULL
+/// ones are skipped); a heap type's instance also visits its type.
+///
+/// # Safety
+/// Called by the GC, with the GIL held, on a live object; `fields` are its fields.
+pub unsafe fn traverse(
+    slf: *mut ffi::PyObject,
+    fields: &[*mut ffi::PyObject],
+    visit: ffi::visitproc,
+    arg: *mut c_void,
+) -> c_int {
+    // SAFETY: caller's contract: every non-NULL field is an object it holds.
+    unsafe {
+        for &field in fields {
+            if !field.is_null() {
+                let r = visit(field, arg);
+                if r != 0 {
+                    return r;
+                }
+            }
+        }
+        visit(ffi::Py_TYPE(slf) as *mut ffi::PyObject, arg)
+    }
+}

@@ -19,7 +19,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
 use crate::fastpath;
-use crate::pytype::{gc_dealloc, gc_heap_type, method, return_self, slot};
+use crate::pytype::{gc_dealloc, gc_heap_type, method, return_self, slot, traverse};
 
 /// The type, made once at module import.
 static READY_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -233,17 +233,10 @@ unsafe extern "C" fn ready_traverse(
     visit: ffi::visitproc,
     arg: *mut c_void,
 ) -> c_int {
-    // SAFETY: called by the GC on a live Ready; `value` is NULL or an object.
+    // SAFETY: called by the GC on a live Ready; `value` is NULL or an object it holds.
     unsafe {
-        let value = (*(slf as *mut Ready)).value;
-        if !value.is_null() {
-            let r = visit(value, arg);
-            if r != 0 {
-                return r;
-            }
-        }
-        // Heap type instances also visit their type.
-        visit(ffi::Py_TYPE(slf) as *mut ffi::PyObject, arg)
+        let o = slf as *mut Ready;
+        traverse(slf, &[(*o).value], visit, arg)
     }
 }
 

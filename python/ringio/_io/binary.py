@@ -7,11 +7,19 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
-from .._core import LineCursor
-from .base import CHUNK_MAX, CHUNK_MIN, _Base, _closed_error, _FileLock, _index
+from .._core import DEFERRED_READ, DEFERRED_READINTO, Deferred, LineCursor
+from .base import (
+    CHUNK_MAX,
+    CHUNK_MIN,
+    _Base,
+    _closed_error,
+    _FileLock,
+    _index,
+    markcoroutinefunction,
+)
 from .lines import LineReading
 
 #: The whence values seek knows (lseek's).
@@ -27,7 +35,8 @@ class _BinaryFile(LineReading[bytes], _Base):
     holds its read-ahead; the raw file's holds only bytes a read took from the
     kernel and could not return (it was cancelled), which the raw file's next read
     returns first, whoever calls it. Each layer supplies ``_check_readable``,
-    ``_check_writable`` (io's messages differ), ``_read_sized``, ``_readinto_locked``,
+    ``_check_writable`` (io's messages differ), ``_read_now``, ``_readinto_now``,
+    ``_read_sized``, ``_readinto_locked``,
     ``_write_checked``, ``_before_read``, ``_fill_chunk`` and ``_lend``.
     """
 
@@ -107,8 +116,29 @@ class _BinaryFile(LineReading[bytes], _Base):
         raise NotImplementedError
 
     # -- reading ----------------------------------------------------------------------
-    async def read(self, size: int | None = -1) -> bytes:
+    # read() and readinto() return a Deferred: when the awaiting task starts it, the
+    # layer's _read_now/_readinto_now serve the read at once (from the read buffer,
+    # or the page cache) if nothing comes before it; else the coroutine
+    # (_read_later/_readinto_later) does the read.
+    @markcoroutinefunction
+    def read(self, size: int | None = -1) -> Coroutine[Any, Any, bytes]:
         """Reads up to `size` bytes (all, to EOF, when negative or None)."""
+        return Deferred(self, size, DEFERRED_READ)
+
+    @markcoroutinefunction
+    def readinto(self, buffer: Any) -> Coroutine[Any, Any, int]:
+        """Reads into a writable bytes-like object; returns the byte count."""
+        return Deferred(self, buffer, DEFERRED_READINTO)
+
+    def _read_now(self, size: Any) -> bytes | None:  # pragma: no cover - the layer's
+        """``read(size)`` when it can be served without waiting; else None."""
+        return None
+
+    def _readinto_now(self, buffer: Any) -> int | None:  # pragma: no cover
+        """``readinto(buffer)`` when it can be served without waiting; else None."""
+        return None  # the layer's
+
+    async def _read_later(self, size: int | None) -> bytes:
         self._check_readable()
         size = _index(size)
         if size < 0:
@@ -123,8 +153,7 @@ class _BinaryFile(LineReading[bytes], _Base):
     async def readall(self) -> bytes:  # pragma: no cover - the layer's
         raise NotImplementedError
 
-    async def readinto(self, buffer: Any) -> int:
-        """Reads into a writable bytes-like object; returns the byte count."""
+    async def _readinto_later(self, buffer: Any) -> int:
         self._unlines()
         self._check_readable()
         try:

@@ -14,15 +14,12 @@ import io
 import operator
 import os
 import warnings
-from collections.abc import Awaitable, Coroutine, Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 from .._core import (
-    DEFERRED_READ,
-    DEFERRED_READINTO,
     LINES_BYTES,
     AlignedBuffer,
-    Deferred,
     LineCursor,
     pread_nowait,
     pread_ready,
@@ -189,26 +186,6 @@ class AsyncBufferedFile(_BinaryFile):
         return pos - (len(self._rbuf) - self._rpos)
 
     # -- reading ----------------------------------------------------------------------
-    # As the raw file's: read() and readinto() return a Deferred, which serves the
-    # read from the read buffer, or from the page cache, when the awaiting task
-    # starts it, if nothing comes before it; else the coroutine reads.
-    @markcoroutinefunction
-    def read(self, size: int | None = -1) -> Coroutine[Any, Any, bytes]:
-        """Reads up to `size` bytes (all, to EOF, when negative or None)."""
-        return Deferred(self, size, DEFERRED_READ)
-
-    @markcoroutinefunction
-    def readinto(self, buffer: Any) -> Coroutine[Any, Any, int]:
-        """Reads into a writable bytes-like object; returns the byte count (less than
-        its length only at EOF)."""
-        return Deferred(self, buffer, DEFERRED_READINTO)
-
-    def _read_later(self, size: int | None) -> Awaitable[bytes]:
-        return _BinaryFile.read(self, size)
-
-    def _readinto_later(self, buffer: Any) -> Awaitable[int]:
-        return _BinaryFile.readinto(self, buffer)
-
     def _may_read_inline(self) -> bool:
         """The raw file's check, and no buffered write is due before the read."""
         return not self._wbuf and self.raw._may_read_inline()

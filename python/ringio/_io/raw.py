@@ -13,14 +13,10 @@ import io
 import operator
 import os
 import warnings
-from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from .. import _engines
 from .._core import (
-    DEFERRED_READ,
-    DEFERRED_READINTO,
-    Deferred,
     dio_alignment,
     pread_nowait,
     preadinto_nowait,
@@ -33,7 +29,6 @@ from .base import (
     _FileLock,
     _index,
     _retrieve,
-    markcoroutinefunction,
 )
 from .binary import WHENCES, _BinaryFile
 from .direct import DirectIO
@@ -302,27 +297,6 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
         return True
 
     # -- reading ----------------------------------------------------------------------
-    # read() and readinto() return a Deferred: when the awaiting task starts it,
-    # _read_now/_readinto_now serve the read from the page cache if nothing comes
-    # before it; else the coroutine (_read_later/_readinto_later) does the read.
-    @markcoroutinefunction
-    def read(self, size: int | None = -1) -> Coroutine[Any, Any, bytes]:
-        """Reads up to `size` bytes with one read (all, to EOF, when negative or
-        None)."""
-        return Deferred(self, size, DEFERRED_READ)
-
-    @markcoroutinefunction
-    def readinto(self, buffer: Any) -> Coroutine[Any, Any, int]:
-        """Reads into a writable bytes-like object with one read; returns the byte
-        count."""
-        return Deferred(self, buffer, DEFERRED_READINTO)
-
-    def _read_later(self, size: int | None) -> Awaitable[bytes]:
-        return _BinaryFile.read(self, size)
-
-    def _readinto_later(self, buffer: Any) -> Awaitable[int]:
-        return _BinaryFile.readinto(self, buffer)
-
     def _may_read_inline(self) -> bool:
         """Whether a read at the position may be served from the page cache now,
         without an await: nothing comes before it (no op holds or awaits the lock,
