@@ -23,7 +23,6 @@ from .._core import (
     LineCursor,
     pread_nowait,
     pread_ready,
-    preadinto_nowait,
 )
 from .base import (
     CHUNK_MIN,
@@ -258,16 +257,12 @@ class AsyncBufferedFile(_BinaryFile):
             if mv.readonly or len(mv) > avail:
                 return None
             return self._take_into(mv)
-        if not self._may_read_inline():
+        if self._wbuf:
             return None
-        pos: int = raw._pos  # type: ignore[assignment]
-        try:
-            got = preadinto_nowait(raw._fd, buffer, pos)
-        except Exception:  # a read-only buffer: the coroutine says so
-            return None
-        if got is not None:
-            raw._pos = pos + got
-        return got
+        # Straight into the caller's buffer, as _readinto_locked reads when the read
+        # buffer is empty; the raw file's cached read fills it whole (short only at
+        # EOF), as a buffered readinto must.
+        return raw._readinto_now(buffer)
 
     async def _read_sized(self, size: int) -> bytes:
         """`size` bytes (fewer at EOF): from the read buffer, refilled as needed;
