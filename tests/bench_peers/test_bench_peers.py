@@ -244,7 +244,10 @@ def test_loop_workload_reports_cpu_per_request_and_unanswered_connections(
     for row in rows:
         m = row["metrics"]
         assert m["unanswered"] == 0, row
-        assert 0 < m["server_kernel_us"] < m["server_us"], row
+        # The kernel's part of the server's time, which is user plus system time
+        # in 10 ms clock ticks: a smoke run may end before a user tick is counted
+        # (seen 2026-11-26: both 6.48 µs per request), so the parts may be equal.
+        assert 0 < m["server_kernel_us"] <= m["server_us"], row
         assert m["client_us"] > 0, row
         # Sharing one CPU (the harness pins both to CPU 0 where it may), server and
         # client cannot use more time than there is (slack for 10 ms clock ticks).
