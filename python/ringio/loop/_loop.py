@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import errno
+import heapq
 import os
 import socket
 import sys
 import threading
+import time
 import warnings
 import weakref
 from asyncio import base_events, constants, sslproto
@@ -51,11 +53,14 @@ _RECV_POOL = 64
 # transport, running on the ring selector's polls (for A/B comparisons); the default
 # is the ring transport.
 _Handle = asyncio.Handle
+_TimerHandle = asyncio.TimerHandle
 _BASE_TIME = base_events.BaseEventLoop.time
 _MIN_SCHEDULED_TIMER_HANDLES = _compat.MIN_SCHEDULED_TIMER_HANDLES
 _MIN_CANCELLED_TIMER_HANDLES_FRACTION = _compat.MIN_CANCELLED_TIMER_HANDLES_FRACTION
 _get_ident = threading.get_ident
 _new_handle = object.__new__
+_heappush = heapq.heappush
+_monotonic = time.monotonic
 _copy_context = contextvars.copy_context
 _RING_TRANSPORT = os.environ.get("RINGIO_LOOP_TRANSPORT", "ring") != "selector"
 _STREAM_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX)
@@ -120,6 +125,54 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         handle._source_traceback = None
         self._ready.append(handle)
         return handle
+
+    def call_later(
+        self, delay: float, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
+        # Every asyncio.sleep, wait_for and timeout comes through here, and servers
+        # arm one per request (uvicorn's keep-alive). Outside debug mode, and with
+        # the loop's own clock, it does what asyncio's call_later and call_at do
+        # (a TimerHandle pushed on the heap) in one frame instead of nine.
+        if self._debug or self._closed or type(self).time is not _BASE_TIME or (
+            "time" in self.__dict__
+        ):
+            timer = super().call_later(delay, callback, *args, context=context)
+            if timer._source_traceback:
+                del timer._source_traceback[-1]  # this frame: the caller's is last
+            return timer
+        if delay is None:
+            raise TypeError("delay must not be None")
+        return self._push_timer(_monotonic() + delay, callback, args, context)
+
+    def call_at(
+        self, when: float, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
+        if self._debug or self._closed:
+            timer = super().call_at(when, callback, *args, context=context)
+            if timer._source_traceback:
+                del timer._source_traceback[-1]
+            return timer
+        if when is None:
+            raise TypeError("when cannot be None")
+        return self._push_timer(when, callback, args, context)
+
+    def _push_timer(
+        self, when: float, callback: Callable[..., object], args: tuple[Any, ...], context: Any
+    ) -> asyncio.TimerHandle:
+        # asyncio's TimerHandle(when, callback, args, self, context), its fields set
+        # here: the same object asyncio's call_at pushes, one frame fewer each.
+        timer = _new_handle(_TimerHandle)
+        timer._context = _copy_context() if context is None else context
+        timer._loop = self
+        timer._callback = callback
+        timer._args = args
+        timer._cancelled = False
+        timer._repr = None
+        timer._source_traceback = None
+        timer._when = when
+        _heappush(self._scheduled, timer)
+        timer._scheduled = True
+        return timer
 
     def _run_once(self) -> None:
         # asyncio's iteration (BaseEventLoop._run_once) in native code (LoopCore:
