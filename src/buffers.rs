@@ -15,6 +15,16 @@ use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+/// `writable_address(buffer)`: the address and byte length of a writable,
+/// C-contiguous buffer, for checking O_DIRECT alignment before a read goes straight
+/// into it. Raises TypeError for what a read cannot fill (as a read would). The
+/// address is valid only while the caller holds `buffer` unresized.
+#[pyfunction]
+pub fn writable_address(buffer: &Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
+    let view = View::writable(buffer)?;
+    Ok((view.ptr() as usize, view.len()))
+}
+
 pub struct View {
     buf: PyUntypedBuffer,
 }

@@ -66,6 +66,24 @@ pub fn pread_ready<'py>(
     }
 }
 
+/// `preadinto_ready(fd, buffer, offset)`: the byte count of a read into `buffer` at
+/// `offset` as a `Ready` when the page cache held all of it (or all up to the end
+/// of the file); None when the read would wait for the device (the buffer may then
+/// hold some of the bytes, which the caller's queued read overwrites). See
+/// `preadinto_nowait`.
+#[pyfunction]
+pub fn preadinto_ready<'py>(
+    py: Python<'py>,
+    fd: i32,
+    buffer: &Bound<'py, PyAny>,
+    offset: i64,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    match fastpath::preadinto_nowait(py, fd, buffer, offset)? {
+        Some(count) => Ok(Some(ready(py, count.into_pyobject(py)?.into_any())?)),
+        None => Ok(None),
+    }
+}
+
 /// Takes the value, or sets RuntimeError (awaited twice).
 ///
 /// # Safety
@@ -303,5 +321,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let _ = READY_TYPE.set(py, tp.clone().unbind());
     m.add("Ready", tp)?;
     m.add_function(wrap_pyfunction!(pread_ready, m)?)?;
+    m.add_function(wrap_pyfunction!(preadinto_ready, m)?)?;
     Ok(())
 }

@@ -241,5 +241,14 @@ class Deferred(Coroutine[Any, Any, _T]):
 
 def pread_ready(fd: int, n: int, offset: int) -> Ready[bytes] | None:
     """``pread_nowait``'s bytes as a ``Ready``, or None where they are not all cached."""
+
+def preadinto_ready(fd: int, buffer: Buffer, offset: int) -> Ready[int] | None:
+    """``preadinto_nowait``'s count as a ``Ready``, or None where the bytes are not
+    all cached."""
+
+def writable_address(buffer: Buffer) -> tuple[int, int]:
+    """The address and byte length of a writable, C-contiguous buffer (TypeError for
+    others): for O_DIRECT alignment checks."""
+
 def _enter_count() -> int:
     """io_uring_enter calls the process made through ringio's wait path (tests)."""

@@ -133,8 +133,11 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         # arm one per request (uvicorn's keep-alive). Outside debug mode, and with
         # the loop's own clock, it does what asyncio's call_later and call_at do
         # (a TimerHandle pushed on the heap) in one frame instead of nine.
-        if self._debug or self._closed or type(self).time is not _BASE_TIME or (
-            "time" in self.__dict__
+        if (
+            self._debug
+            or self._closed
+            or type(self).time is not _BASE_TIME
+            or ("time" in self.__dict__)
         ):
             timer = super().call_later(delay, callback, *args, context=context)
             if timer._source_traceback:
