@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
 import os
 
@@ -25,6 +26,49 @@ async def test_pipe_read_write(engine):
         assert await fr.read(4) == b"line"
         await fw.close()
         assert await fr.read() == b" two\n"
+
+
+@pytest.mark.parametrize("buffering", [0, -1], ids=["raw", "buffered"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda f: f.pread(4, 0),
+        lambda f: f.preadinto(bytearray(4), 0),
+        lambda f: f.pread_many(2, [0, 2]),
+        lambda f: f.preadinto_many(bytearray(4), [0, 2]),
+    ],
+    ids=["pread", "preadinto", "pread_many", "preadinto_many"],
+)
+async def test_positioned_reads_of_a_pipe_raise_espipe_and_take_nothing(engine, buffering, call):
+    # As os.pread does: a pipe has no offsets. The kernel queues would read it
+    # as a stream instead (io_uring and AIO ignore the offset of a pipe).
+    r, w = os.pipe()
+    os.write(w, b"pipe")
+    try:
+        async with ringio.open(r, "rb", buffering=buffering, closefd=False) as f:
+            with pytest.raises(OSError) as info:
+                await call(f)
+            assert info.value.errno == errno.ESPIPE
+        assert os.read(r, 10) == b"pipe"  # every byte still in the pipe
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+@pytest.mark.parametrize("buffering", [0, -1], ids=["raw", "buffered"])
+async def test_a_positioned_write_to_a_pipe_raises_espipe(engine, buffering):
+    r, w = os.pipe()
+    try:
+        async with ringio.open(w, "wb", buffering=buffering, closefd=False) as f:
+            with pytest.raises(OSError) as info:
+                await f.pwrite(b"data", 0)
+            assert info.value.errno == errno.ESPIPE
+        os.set_blocking(r, False)
+        with pytest.raises(BlockingIOError):
+            os.read(r, 10)  # nothing was written
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 @pytest.mark.timeout(30)

@@ -476,6 +476,7 @@ class AsyncBufferedFile(_BinaryFile):
         if n < 0 or offset < 0:
             raise ValueError("negative size or offset")
         raw = self.raw
+        raw._check_offsets()
         if self._wbuf or raw._pending is not None:
             async with self._lock:
                 await self._flush_locked()
@@ -492,9 +493,21 @@ class AsyncBufferedFile(_BinaryFile):
             return bytes(memoryview(bounce)[skip : skip + got])
         return await raw._eng.pread_bytes(raw._fd, n, offset, raw._hint)
 
-    async def pread_many(
-        self, n: int, offsets: Iterable[int], *, depth: int = 32
-    ) -> list[bytes]:
+    @markcoroutinefunction
+    def preadinto(self, buffer: Any, offset: int) -> Coroutine[Any, Any, int]:
+        """``AsyncFileIO.preadinto`` (straight into an aligned buffer on O_DIRECT, at
+        once where the page cache holds the bytes), after the write buffer is
+        written out."""
+        if not self._wbuf:
+            return self.raw.preadinto(buffer, offset)
+        return self._preadinto_flushed(buffer, offset)
+
+    async def _preadinto_flushed(self, buffer: Any, offset: int) -> int:
+        self._check_readable()
+        await self._flush_before_positional()
+        return await self.raw.preadinto(buffer, offset)
+
+    async def pread_many(self, n: int, offsets: Iterable[int], *, depth: int = 32) -> list[bytes]:
         """``AsyncFileIO.pread_many``, after the write buffer is written out."""
         self._check_readable()
         await self._flush_before_positional()
@@ -517,6 +530,7 @@ class AsyncBufferedFile(_BinaryFile):
         if offset < 0:
             raise ValueError("negative offset")
         raw = self.raw
+        raw._check_offsets()
         if raw._direct and not (self._wbuf or self._rbuf or raw._pending or raw._rbuf):
             bounce = raw._whole_blocks(data, offset)
             if bounce is not None:

@@ -7,10 +7,11 @@ position is left alone), ``pread_many``/``preadinto_many``, ``readv``/``writev``
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
-from .._core import AlignedBuffer, pread_ready
+from .._core import AlignedBuffer, pread_ready, preadinto_ready, writable_address
 from .base import _scatter, markcoroutinefunction
 
 
@@ -48,6 +49,7 @@ class PositionalIO:
         self._check_readable()
         if n < 0 or offset < 0:
             raise ValueError("negative size or offset")
+        self._check_offsets()
         if self._pending is not None:
             async with self._lock:
                 await self._settle()
@@ -66,9 +68,69 @@ class PositionalIO:
             return bytes(memoryview(bounce)[skip : skip + got])
         return await self._eng.pread_bytes(self._fd, n, offset, self._hint)
 
-    async def pread_many(
-        self, n: int, offsets: Iterable[int], *, depth: int = 32
-    ) -> list[bytes]:
+    @markcoroutinefunction
+    def preadinto(self, buffer: Any, offset: int) -> Coroutine[Any, Any, int]:
+        """Reads into `buffer` at `offset` (one read, as ``os.preadv(fd, [buffer],
+        offset)``: fewer bytes only where the file ends), leaving the position alone;
+        returns the byte count.
+
+        Where the page cache holds the bytes they are read at once (the awaitable
+        returned is already complete). On an O_DIRECT file the read goes straight
+        into `buffer`, with no bounce buffer and no copy, when the buffer's address
+        and length and `offset` are aligned (``ringio.aligned`` buffers are); else
+        through an aligned bounce buffer."""
+        if (
+            self._pending is None
+            and self._readable
+            and self._seekable
+            and not self._closed
+            and not self._eng.closed
+        ):
+            if self._direct:
+                if self._in_place(buffer, offset):
+                    # The engine's own coroutine: no frame of this file's per read.
+                    return self._eng.pread(self._fd, buffer, offset, self._hint)
+            elif self._inline_reads and self._hint.read:
+                try:
+                    ready = preadinto_ready(self._fd, buffer, offset)
+                except Exception:
+                    # Bad arguments, or a file that refuses RWF_NOWAIT: the path
+                    # below says so, or remembers the refusal.
+                    ready = None
+                if ready is not None:
+                    return ready
+        return self._preadinto(buffer, offset)
+
+    async def _preadinto(self, buffer: Any, offset: int) -> int:
+        self._check_readable()
+        view = _writable_view(buffer, "preadinto")
+        offset = operator.index(offset)
+        if offset < 0:
+            raise ValueError("negative offset")
+        self._check_offsets()
+        if self._pending is not None:
+            async with self._lock:
+                await self._settle()
+        if not view:
+            return 0
+        if self._direct and not self._in_place(view, offset):
+            data = await self._pread(len(view), offset)
+            view[: len(data)] = data
+            return len(data)
+        return await self._eng.pread(self._fd, view, offset, self._hint)
+
+    def _in_place(self, buffer: Any, offset: int) -> bool:
+        """O_DIRECT: whether a read at `offset` may go straight into `buffer`."""
+        if offset.__class__ is not int or offset < 0:
+            return False
+        try:
+            address, n = writable_address(buffer)
+        except (TypeError, BufferError):
+            return False  # _preadinto says what is wrong
+        a = self._off_align
+        return n > 0 and not (offset % a or n % a or address % self._mem_align)
+
+    async def pread_many(self, n: int, offsets: Iterable[int], *, depth: int = 32) -> list[bytes]:
         """Reads up to `n` bytes at each of `offsets`, keeping up to `depth` reads in
         flight; returns the data in the order of `offsets` (short or empty at the end
         of the file), leaving the position alone.
@@ -96,6 +158,7 @@ class PositionalIO:
         """Checks, and applies a cancelled write's result (the reads must see it);
         returns the O_DIRECT alignment (offset, memory) of the file, None when buffered."""
         self._check_readable()
+        self._check_offsets()
         if self._pending is not None:
             async with self._lock:
                 await self._settle()
@@ -109,6 +172,7 @@ class PositionalIO:
             raise TypeError("a bytes-like object is required, not 'str'")
         if offset < 0:
             raise ValueError("negative offset")
+        self._check_offsets()
         if self._direct and not (self._pending or self._rbuf):
             bounce = self._whole_blocks(data, offset)
             if bounce is not None:
@@ -218,3 +282,13 @@ class PositionalIO:
         """Flushes, then fdatasync(2)."""
         await self.flush()
         await self._eng.fdatasync(self._fd)
+
+
+def _writable_view(buffer: Any, method: str) -> memoryview:
+    """`buffer` as a writable memoryview of bytes; TypeError for what a read cannot fill."""
+    view = memoryview(buffer)
+    if view.readonly:
+        raise TypeError(
+            f"{method}() argument must be a writable buffer, not {type(buffer).__name__}"
+        )
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view

@@ -131,6 +131,13 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
         if not self._writable:
             raise io.UnsupportedOperation("File not open for writing")
 
+    def _check_offsets(self) -> None:
+        """Positioned I/O needs a file with offsets: a pipe, FIFO, socket or terminal
+        raises ESPIPE, as os.pread and os.pwrite do (io_uring and kernel AIO would
+        read or write such a file as a stream, at no offset)."""
+        if not self._seekable:
+            raise OSError(errno.ESPIPE, os.strerror(errno.ESPIPE))
+
     def _check_truncatable(self) -> None:
         if not self._writable:
             raise io.UnsupportedOperation("File not open for writing")
