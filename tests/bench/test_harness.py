@@ -80,6 +80,8 @@ def test_files_smoke_run(
 
     if _engines._usable("uring") is None:
         assert f"| ringio[uring] | {files_n} |" in captured.out
+        # The experiment as a ringio user writes it: ringio.open files on ringio.run.
+        assert f"| ringio.open[uring] on ringio's loop | {files_n} |" in captured.out
     else:
         assert "engine uring: skipped" in captured.err
     assert "engine bogus: skipped (unknown engine" in captured.err
@@ -113,6 +115,9 @@ def test_files_smoke_run(
     direct = next(t for t in tables if "O_DIRECT" in t["title"])
     cells = [(r["contender"], r["params"]["qd"]) for r in direct["rows"]]
     assert ("ringio[aio]", 1) in cells and len(cells) == len(set(cells))
+    if _engines._usable("uring") is None:
+        by_task = "ringio.open[uring].preadinto"
+        assert (by_task, 1) in cells and (by_task + " on ringio's loop", 1) in cells
     for r in direct["rows"]:
         m = r["metrics"]
         assert 0 < m["ops_per_s_min"] <= m["ops_per_s"] <= m["ops_per_s_max"], r

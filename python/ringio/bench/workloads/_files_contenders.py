@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import resource
+from collections.abc import Awaitable
 from typing import Any
 
 from ..engines import LOOP_SUFFIX
@@ -156,8 +157,10 @@ class RingioOpenFiles(AsyncFiles):
         mode = "wb" if write else "rb"
         self.files = [await self.ringio.open(p, mode, direct=direct) for p in paths]
 
-    async def read(self, i: int, size: int, offset: int) -> bytes:
-        return await self.files[i].pread(size, offset)
+    def read(self, i: int, size: int, offset: int) -> Awaitable[bytes]:
+        # The file's own awaitable, as a user hands f.pread(...) to gather: already
+        # complete where the page cache holds the bytes.
+        return self.files[i].pread(size, offset)
 
     async def read_offsets(self, i: int, size: int, offsets: list[int]) -> None:
         pread = self.files[i].pread
@@ -497,7 +500,7 @@ def make_contender(name: str, depth: int = 64) -> AsyncFiles | SyncFiles:
         return c
     if name.startswith("ringio.open[") and "]." in name:
         engine, method = name[12:].split("].", 1)
-        if method not in ("pread_many", "preadinto_many"):
+        if method not in ("pread_many", "preadinto_many", "preadinto"):
             raise WorkerSkipped(f"unknown contender {name}")
         return RingioOpenFiles(engine, method)
     if name.startswith("ringio.open[") and name.endswith("]"):

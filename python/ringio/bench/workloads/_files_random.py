@@ -68,7 +68,7 @@ async def _rand_read_async(
     if direct and not isinstance(c, (RingioFiles, RingioOpenFiles)):
         raise WorkerSkipped("O_DIRECT variant only for ringio")
     await c.open([path], direct=direct)
-    if isinstance(c, RingioOpenFiles) and c.many:
+    if isinstance(c, RingioOpenFiles) and c.many.endswith("_many"):
         return await _rand_read_many(c, block, offsets, depth, min_seconds)
     workers: list[Callable[[list[int]], Awaitable[Any]]] = []
     for _ in range(depth):
@@ -80,6 +80,15 @@ async def _rand_read_async(
                     await c.read(0, block, off, f)
 
             workers.append(seek_read)
+        elif isinstance(c, RingioOpenFiles) and c.many == "preadinto":
+            f, into = c.files[0], c.ringio.aligned(block)
+
+            async def file_read_into(offs: list[int], f: Any = f, buf: Any = into) -> None:
+                preadinto = f.preadinto
+                for off in offs:
+                    await preadinto(buf, off)
+
+            workers.append(file_read_into)
         elif direct and isinstance(c, RingioFiles):
             import ringio
 

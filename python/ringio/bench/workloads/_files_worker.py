@@ -51,7 +51,7 @@ def small_files(spec: dict[str, Any]) -> dict[str, Any]:
             return wall, cpu, peak_threads
 
         status: dict[str, int] = {}
-        wall, cpu, peak_threads = asyncio.run(main())
+        wall, cpu, peak_threads = c.run(main())
     else:
         c.open(paths)
         reqs = [(i, sizes[i], 0) for i in range(n)]

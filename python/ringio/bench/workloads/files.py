@@ -123,13 +123,17 @@ def _direct_contenders(ringio_names: list[str]) -> list[str]:
     aligned buffers); with the uring engine also on ringio's own loop (the reads
     ride the loop's ring, submitted and reaped by its one io_uring_enter per
     iteration), ringio.open(direct=True) there (`f.pread(4096, offset)`, bytes out
-    through an aligned bounce buffer, as a user of the file object writes it), and
+    through an aligned bounce buffer, as a user of the file object writes it) and,
+    on both loops, its `f.preadinto(buf, offset)` straight into each task's aligned
+    buffer, and
     ringio.open's batch reads, which keep the depth with no task per slot:
     preadinto_many straight into one aligned buffer (fio reads into its own
     buffers too) on both loops, pread_many (bytes out) on ringio's."""
     names = list(ringio_names)
     if "ringio[uring]" in ringio_names:
         names += ["ringio[uring]" + LOOP_SUFFIX, "ringio.open[uring]" + LOOP_SUFFIX]
+        by_task = "ringio.open[uring].preadinto"
+        names += [by_task, by_task + LOOP_SUFFIX]
         into = "ringio.open[uring].preadinto_many"
         names += [into, into + LOOP_SUFFIX, "ringio.open[uring].pread_many" + LOOP_SUFFIX]
     return names
@@ -189,7 +193,8 @@ def run(options: Options) -> WorkloadResult:
     direct_names = _direct_contenders(ringio_names)
     # Steps for the progress bar: one per child process or fio job.
     options.progress(
-        scale.rounds * len(names) * (len(scale.nfiles) + 1)
+        scale.rounds * (len(names) + ("ringio[uring]" in ringio_names)) * len(scale.nfiles)
+        + scale.rounds * len(names)
         + scale.rounds * (len(names) + len(ringio_names) + 1)
         + scale.direct_rounds
         * len(scale.direct_depths)
@@ -249,10 +254,14 @@ def run(options: Options) -> WorkloadResult:
         "beside them).",
     )  # fmt: skip
     sizes = [os.path.getsize(p) for p in data["small"]]
+    # ringio.open's files on ringio's own loop too: gather(*(f.pread(size, 0) ...))
+    # under ringio.run, as a ringio user writes the experiment.
+    small_names = names + [n.replace("ringio[", "ringio.open[") + LOOP_SUFFIX
+                           for n in ringio_names if n == "ringio[uring]"]  # fmt: skip
     small_cells = [
         ((c, n), c, {"kind": "small_files", "paths": data["small"][:n], "sizes": sizes[:n],
                      "reads": scale.reads, "interval": scale.interval})
-        for c in names
+        for c in small_names
         for n in scale.nfiles
     ]  # fmt: skip
     for (c, n), runs in interleaved(small_cells).items():
@@ -301,10 +310,11 @@ def run(options: Options) -> WorkloadResult:
             "speed drifts between rounds. "
             "ringio[...] and ringio.open[...]: `depth` tasks, each awaiting one read at a "
             "time (the engine into one aligned buffer per task; ringio.open's pread "
-            "returns bytes). .preadinto_many / .pread_many: one call per 4,096 offsets "
-            "keeping `depth` reads in flight, into one aligned buffer (as fio reads "
-            "into its own) or into bytes objects that the call returns, i.e. 16 MiB "
-            "of new memory per call to allocate and fault in."
+            "returns bytes; its .preadinto reads straight into one aligned buffer per "
+            "task, `await f.preadinto(buf, offset)`). .preadinto_many / .pread_many: one "
+            "call per 4,096 offsets keeping `depth` reads in flight, into one aligned "
+            "buffer (as fio reads into its own) or into bytes objects that the call "
+            "returns, i.e. 16 MiB of new memory per call to allocate and fault in."
         ),
     )  # fmt: skip
     rates: dict[tuple[str, int], list[float]] = {}
