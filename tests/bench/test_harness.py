@@ -98,7 +98,11 @@ def test_files_smoke_run(
     assert [len(t["rows"]) > 0 for t in tables][:2] == [True, True]
     row = tables[0]["rows"][0]
     assert {"contender", "params", "metrics", "ratio_vs_baseline"} <= row.keys()
-    assert {"runtime_s", "threads", "rss_mb", "vsz_mb", "cpu_pct"} <= row["metrics"].keys()
+    assert {"runtime_s", "threads", "io_workers", "rss_mb", "vsz_mb", "cpu_pct"} <= row[
+        "metrics"
+    ].keys()
+    small = [r for r in tables[0]["rows"] if r["contender"] in ("open()", "ringio[aio]")]
+    assert small and all(r["metrics"]["threads"] == 1 for r in small), small
     cached = next(t for t in tables if "cached" in t["title"])
     assert cached["baseline"] == "os.pread" and cached["baseline_params"] == {"qd": 1}
     pread_cells = [r for r in cached["rows"] if r["contender"] == "os.pread"]

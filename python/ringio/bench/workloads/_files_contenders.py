@@ -19,8 +19,23 @@ from ..worker import WorkerSkipped, import_peer
 
 
 def thread_count() -> int:
-    """Threads of this process now (what the linux_aio experiment reports)."""
+    """Threads of this process now, cheaply (it is read every round): io_uring's
+    kernel workers included (see ``io_worker_count``)."""
     return len(os.listdir("/proc/self/task"))
+
+
+def io_worker_count() -> int:
+    """io_uring's kernel workers in this process now (``iou-wrk-*``, ``iou-sqp-*``):
+    the kernel starts them in the process for ops it cannot do inline (an OPENAT);
+    they run no user code, and stay for seconds once idle."""
+    count = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                count += f.read().startswith(("iou-wrk-", "iou-sqp-"))
+        except OSError:
+            pass  # the thread ended in between
+    return count
 
 
 def proc_status() -> dict[str, int]:

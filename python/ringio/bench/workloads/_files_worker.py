@@ -17,7 +17,14 @@ import time
 from typing import Any
 
 from ..worker import worker_main
-from ._files_contenders import AsyncFiles, cpu_seconds, make_contender, proc_status, thread_count
+from ._files_contenders import (
+    AsyncFiles,
+    cpu_seconds,
+    io_worker_count,
+    make_contender,
+    proc_status,
+    thread_count,
+)
 from ._files_lines import lines
 from ._files_random import rand_read
 from ._files_seq import small_seq
@@ -46,6 +53,7 @@ def small_files(spec: dict[str, Any]) -> dict[str, Any]:
                 await asyncio.sleep(interval)
             wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
             status.update(proc_status())  # before the pool threads go away
+            status["io_workers"] = io_worker_count()
             await c.close()
             await c.stop()
             return wall, cpu, peak_threads
@@ -62,11 +70,15 @@ def small_files(spec: dict[str, Any]) -> dict[str, Any]:
             time.sleep(interval)
         wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
         status = proc_status()
+        status["io_workers"] = io_worker_count()
         c.close()
         c.stop()
     return {
         "runtime_s": wall,
-        "threads": peak_threads,
+        # User threads: io_uring's kernel workers, still there at the end (they stay
+        # for seconds once idle), are counted apart.
+        "threads": max(1, peak_threads - status["io_workers"]),
+        "io_workers": status["io_workers"],
         "rss_mb": status["VmHWM"] / MiB,
         "vsz_mb": status["VmPeak"] / MiB,
         "cpu_pct": 100 * cpu / wall,

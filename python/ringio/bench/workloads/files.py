@@ -248,7 +248,9 @@ def run(options: Options) -> WorkloadResult:
         f"{scale.reads} reads of N small files (1-100 KB), one round every "
         f"{scale.interval * 1000:g} ms",
         metric="runtime_s", baseline=BASELINE, higher_is_better=False,
-        note="threads: peak of /proc/self/task; RSS/VSZ: VmHWM/VmPeak of /proc/self/status; "
+        note="threads: peak of /proc/self/task less io_workers, io_uring's kernel "
+        "workers (iou-wrk-*: the kernel runs ops it cannot do inline there, such as "
+        "an OPENAT, and they run no user code); RSS/VSZ: VmHWM/VmPeak of /proc/self/status; "
         "CPU: process CPU time / wall time. Each contender in a process of its own; "
         f"{scale.rounds} round(s) of every contender in turn, medians (runtime min-max "
         "beside them).",
