@@ -5,7 +5,12 @@ as JSON.
     python tools/cached_reads.py FILE ENGINE      # ENGINE: uring, aio or thread
 
 ``os.pread`` at random offsets is the yardstick of ``pread`` (one task, and 64
-tasks: ``pread.qd64``); ``open(FILE, "rb")``'s ``read(4096)``/``readinto(buf)`` loop
+tasks: ``pread.qd64``). The floors below ``pread``, at the same offsets: ``nowait``,
+the read a non-blocking one must be, ``preadv2(RWF_NOWAIT)`` into a new bytes
+object, in a plain loop (``ringio._core.pread_nowait``: one native call, no await);
+``os.preadv.nowait``, the same syscall from ``os.preadv`` into one bytearray; and
+``await.ready``, ``await ringio._core.pread_ready(...)`` in a coroutine (the read and
+a complete awaitable, no file object); ``open(FILE, "rb")``'s ``read(4096)``/``readinto(buf)`` loop
 from start to end that of ``read``/``readinto`` (buffered, and ``raw.read``:
 ``buffering=0``). Read FILE once before (``cat FILE > /dev/null``) so that it is
 cached. To compare two builds, run it with ``PYTHONPATH=TREE/python`` for each in
@@ -67,6 +72,27 @@ def main(path: str, engine: str) -> dict[str, float]:
                 os.pread(fd, BLOCK, off)
 
         out["os.pread"] = best_rate(plain_pread, len(offsets))
+        from ringio._core import pread_nowait, pread_ready
+
+        def nowait() -> None:
+            for off in offsets:
+                pread_nowait(fd, BLOCK, off)
+
+        into = [bytearray(BLOCK)]
+
+        def os_preadv_nowait() -> None:
+            for off in offsets:
+                os.preadv(fd, into, off, os.RWF_NOWAIT)
+
+        async def await_ready() -> None:
+            for off in offsets:
+                ready = pread_ready(fd, BLOCK, off)
+                if ready is not None:  # None: evicted meanwhile (the file is read first)
+                    await ready
+
+        out["nowait"] = best_rate(nowait, len(offsets))
+        out["os.preadv.nowait"] = best_rate(os_preadv_nowait, len(offsets))
+        out["await.ready"] = asyncio.run(best_rate_async(await_ready, len(offsets)))
     finally:
         os.close(fd)
     with open(path, "rb") as f:

@@ -375,7 +375,8 @@ def run(options: Options) -> WorkloadResult:
         note="open(): `for line in f`; aiofiles and ringio.open: `async for line in f`; "
         "aiofile: `async for line in LineReader(afp)` (text only). Mode r: the locale's "
         "encoding (UTF-8), universal newlines; rb: bytes. Timed from the open to the "
-        f"close; aiofiles and aiofile stop after {scale.line_peer_seconds:g} s (their "
+        "close (an asyncio contender's loop, and ringio's engine that comes with it, "
+        f"made before); aiofiles and aiofile stop after {scale.line_peer_seconds:g} s (their "
         f"rates are over the lines read by then). {scale.rounds} round(s) of every "
         "contender in turn, medians (min-max beside them).",
     )  # fmt: skip
