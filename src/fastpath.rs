@@ -1,4 +1,6 @@
-//! Reads served inline when the data is cached: no kernel queue, no future.
+//! Calls served inline when the kernel needs no I/O for them (data in the page
+//! cache, a path whose every step is in the dentry cache): no kernel queue, no
+//! future.
 
 use std::os::fd::RawFd;
 
@@ -141,4 +143,50 @@ pub fn read_cached<'py>(
     // SAFETY: the first `got` bytes were written by the kernel.
     let filled = unsafe { std::slice::from_raw_parts(data as *const u8, got) };
     Ok(Some(PyBytes::new(py, filled)))
+}
+
+/// `open_path_cached(path, *, dir_fd=None, follow_symlinks=True)`: an `O_PATH` fd of
+/// `path` when its lookup needs no I/O (`openat2` with `RESOLVE_CACHED`: every step
+/// in the dentry cache), for a stat made inline; None otherwise: the lookup would
+/// read a directory, an error (the caller's queued call raises it as the os module
+/// would), or a kernel without `openat2` or `RESOLVE_CACHED` (before 5.12). An
+/// `O_PATH` open runs no filesystem's open: a FIFO or a device is not opened, and
+/// nothing can wait. The caller closes the fd.
+#[pyfunction]
+#[pyo3(signature = (path, *, dir_fd=None, follow_symlinks=true))]
+pub fn open_path_cached(
+    path: &Bound<'_, PyAny>,
+    dir_fd: Option<RawFd>,
+    follow_symlinks: bool,
+) -> PyResult<Option<RawFd>> {
+    let path = crate::op::fs::path_arg(path)?;
+    let mut flags = libc::O_PATH | libc::O_CLOEXEC;
+    if !follow_symlinks {
+        flags |= libc::O_NOFOLLOW;
+    }
+    // The kernel's `struct open_how` (linux/openat2.h), whose layout is fixed by
+    // its size argument (libc's type cannot be built outside the crate).
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: flags as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_CACHED,
+    };
+    // SAFETY: `path` is a NUL-terminated string and `how` a valid open_how, both
+    // alive for the call; the kernel reads `size_of::<OpenHow>()` bytes of it.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir_fd.unwrap_or(libc::AT_FDCWD),
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    Ok((fd >= 0).then_some(fd as RawFd))
 }

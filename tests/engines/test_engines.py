@@ -245,9 +245,41 @@ async def test_fstat_on_a_local_filesystem_needs_no_loop_turn(engine, data_file,
     assert st == os.fstat(fd) and st.st_size == len(payload)
     # Elsewhere (FUSE, NFS: the server may be asked) it goes through the engine's
     # queue, or its pool, and still gives the same answer.
-    monkeypatch.setattr(engines.kernel._core, "fs_type", lambda fd: 0x65735546)
+    monkeypatch.setattr(engines.inline._core, "fs_type", lambda fd: 0x65735546)
     assert _run_without_suspending(engine.fstat(fd)) is None
     assert await engine.fstat(fd) == os.fstat(fd)
+
+
+async def test_stat_of_a_cached_path_on_a_local_filesystem_needs_no_loop_turn(
+    engine, tmp_path, monkeypatch
+):
+    # Every step of the path in the dentry cache (an O_PATH openat2 with
+    # RESOLVE_CACHED) on a local filesystem: the stat is made inline, on every
+    # engine (the thread engine's pool is for calls that may wait).
+    target = tmp_path / "target.bin"
+    target.write_bytes(b"x" * 1234)
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    os.stat(link)  # the lookups are cached now
+    for path, follow in ((target, True), (link, True), (link, False), (str(link), False)):
+        st = _run_without_suspending(engine.stat(path, follow_symlinks=follow))
+        assert st is not None, f"stat({path!r}, follow_symlinks={follow}) waited"
+        assert st == os.stat(path, follow_symlinks=follow)
+    dir_fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        st = _run_without_suspending(engine.stat("target.bin", dir_fd=dir_fd))
+        assert st == os.stat(target)
+    finally:
+        os.close(dir_fd)
+    # Errors, and filesystems that may ask a server, go through the queue or the
+    # pool: the same results and exceptions as os.stat.
+    with pytest.raises(FileNotFoundError) as info:
+        await engine.stat(tmp_path / "missing")
+    assert info.value.filename == str(tmp_path / "missing")
+    assert _run_without_suspending(engine.stat(tmp_path / "missing")) is None
+    monkeypatch.setattr(engines.inline._core, "fs_type", lambda fd: 0x65735546)
+    assert _run_without_suspending(engine.stat(target)) is None
+    assert await engine.stat(target) == os.stat(target)
 
 
 async def test_reading_a_directory_is_is_a_directory_error(engine, tmp_path):

@@ -4,6 +4,7 @@ Each engine and client of a ring has its submodule: ``uring``, ``aio``, ``loop``
 ``net``.
 """
 
+import os
 from collections.abc import Awaitable, Coroutine, Generator, Iterable
 from typing import Any, Literal, TypeVar, final
 
@@ -245,6 +246,15 @@ def pread_ready(fd: int, n: int, offset: int) -> Ready[bytes] | None:
 def preadinto_ready(fd: int, buffer: Buffer, offset: int) -> Ready[int] | None:
     """``preadinto_nowait``'s count as a ``Ready``, or None where the bytes are not
     all cached."""
+
+def open_path_cached(
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes],
+    *,
+    dir_fd: int | None = None,
+    follow_symlinks: bool = True,
+) -> int | None:
+    """An O_PATH fd of `path` when its lookup needs no I/O (openat2 RESOLVE_CACHED),
+    else None (errors included); the caller closes it."""
 
 def writable_address(buffer: Buffer) -> tuple[int, int]:
     """The address and byte length of a writable, C-contiguous buffer (TypeError for

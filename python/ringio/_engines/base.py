@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from .._proactor import check_loop
+from .inline import stat_inline
 from .many import check_many, deliver, lane_buffer, read_span, reads_in_place, split_target
 
 T = TypeVar("T")
@@ -450,6 +451,9 @@ class PoolPathOps:
     async def stat(
         self, path: Any, *, dir_fd: int | None = None, follow_symlinks: bool = True
     ) -> os.stat_result:
+        st = stat_inline(path, dir_fd, follow_symlinks)
+        if st is not None:
+            return st
         return await self.run_sync(
             lambda: os.stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
         )

@@ -34,6 +34,7 @@ from .base import (
     write_what_fits,
 )  # fmt: skip
 from .base import check_offset as _check_offset
+from .inline import fstat_inline, stat_inline
 from .many import ManyReads
 
 AT_EMPTY_PATH = 0x1000
@@ -41,28 +42,6 @@ AT_SYMLINK_NOFOLLOW = 0x100
 _NOWAIT = os.RWF_NOWAIT
 FUSE_SUPER_MAGIC = 0x65735546
 
-# Filesystems that answer getattr from the inode in memory, asking no device or
-# server (statfs.f_type): ext2/3/4, xfs, btrfs, tmpfs, ramfs, f2fs, overlayfs, zfs,
-# procfs, sysfs. An fstat of a file open there cannot wait, so the kernel engines
-# make it inline; io_uring always hands STATX to a kernel worker (a thread wake-up:
-# 58 µs against 1 µs for the call here, 2026-11-26). NFS, CIFS, Ceph, 9p and FUSE
-# may ask their server: there fstat goes through the queue (or the pool).
-_LOCAL_FILESYSTEMS = frozenset(
-    {0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0x858458F6, 0xF2F52010, 0x794C7630,
-     0x2FC12FC1, 0x9FA0, 0x62656572}
-)  # fmt: skip
-
-
-def _fstat_inline(fd: int) -> os.stat_result | None:
-    """``os.fstat(fd)`` where it cannot wait (a local filesystem), else None; None
-    also for an fd that fstatfs refuses (the queued call then raises the kernel's
-    error as before)."""
-    try:
-        if _core.fs_type(fd) not in _LOCAL_FILESYSTEMS:
-            return None
-    except OSError:
-        return None
-    return os.fstat(fd)
 
 
 def _check_fd(fd: int) -> None:
@@ -349,12 +328,15 @@ class UringFileEngine(KernelEngine):
     async def stat(
         self, path: Any, *, dir_fd: int | None = None, follow_symlinks: bool = True
     ) -> os.stat_result:
+        st = stat_inline(path, dir_fd, follow_symlinks)
+        if st is not None:
+            return st
         flags = 0 if follow_symlinks else AT_SYMLINK_NOFOLLOW
         return await self._statx(path, dir_fd, flags)
 
     async def fstat(self, fd: int) -> os.stat_result:
         _check_fd(fd)
-        st = _fstat_inline(fd)
+        st = fstat_inline(fd)
         if st is not None:
             return st
         return await self._statx("", fd, AT_EMPTY_PATH)
@@ -481,7 +463,7 @@ class AioFileEngine(PoolPathOps, KernelEngine):
         os.close(fd)  # never blocks for regular files; no kernel AIO form
 
     async def fstat(self, fd: int) -> os.stat_result:
-        st = _fstat_inline(fd)
+        st = fstat_inline(fd)
         if st is not None:
             return st
         return await self.run_sync(os.fstat, fd)  # the server may be asked
