@@ -816,6 +816,17 @@ for grp, cls in FILE_GROUPS:
     row(cls + ".pread", "offset beyond int64", "await f.pread(4, huge)", OverflowError)
     row(cls + ".pread", "size is a str", "await f.pread('4', 0)", TypeError)
     row(cls + ".pread", "on a write-only file", "await fw.pread(4, 0)", UnsupportedOperation)
+    pinto = cls + ".preadinto"
+    row(pinto, "read-only buffer", "await f.preadinto(ro, 0)", TypeError)
+    row(pinto, "read-only memoryview", "await f.preadinto(rmv, 0)", TypeError)
+    row(pinto, "None", "await f.preadinto(None, 0)", TypeError)
+    row(pinto, "negative offset", "await f.preadinto(bytearray(4), -1)", ValueError)
+    row(pinto, "offset is a float", "await f.preadinto(bytearray(4), 1.5)", TypeError)
+    row(pinto, "offset 2**63-1", "await f.preadinto(bytearray(4), big)", err(E.EINVAL))
+    row(pinto, "offset beyond int64", "await f.preadinto(bytearray(4), huge)", OverflowError)
+    row(pinto, "on a write-only file", "await fw.preadinto(bytearray(4), 0)",
+        UnsupportedOperation)  # fmt: skip
+    row(pinto, "after close", "await fc.preadinto(bytearray(4), 0)", ValueError)
     many = cls + ".pread_many"
     row(many, "negative offset", "await f.pread_many(4, [0, -1])", ValueError)
     row(many, "negative size", "await f.pread_many(-1, [0])", ValueError)
@@ -1272,6 +1283,37 @@ row(
         "accepted, as asyncio outside debug mode; the TypeError goes to the handler",
         "len(r) == 1 and isinstance(r[0], TypeError)",
     ),
+)
+for timer in ("call_later", "call_at"):
+    row(
+        EL + "." + timer,
+        "after close",
+        f"scenarios.loop_call_soon(lambda lp: lp.{timer}(1, print), closed=True)",
+        RuntimeError,
+    )
+    row(
+        EL + "." + timer,
+        "time None",
+        f"scenarios.loop_call_soon(lambda lp: lp.{timer}(None, print))",
+        TypeError,
+    )
+    row(
+        EL + "." + timer,
+        "not callable, debug mode",
+        f"scenarios.loop_call_soon(lambda lp: lp.{timer}(1, 5), debug=True)",
+        TypeError,
+    )
+row(
+    EL + ".call_later",
+    "delay is a str",
+    "scenarios.loop_call_soon(lambda lp: lp.call_later('1', print))",
+    TypeError,
+)
+row(
+    EL + ".call_at",
+    "time is a str",
+    "scenarios.loop_call_soon(lambda lp: lp.call_at('1', print).when())",
+    OK("accepted, as asyncio's call_at: the handle keeps it", "r == '1'"),
 )
 row(EL + ".sock_recv", "nbytes negative", "await loop.sock_recv(s1, -1)", ValueError)
 row(EL + ".sock_recv", "nbytes is a str", "await loop.sock_recv(s1, 'x')", TypeError)

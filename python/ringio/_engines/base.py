@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from .._proactor import check_loop
-from .inline import stat_inline
+from .inline import open_inline, stat_inline
 from .many import check_many, deliver, lane_buffer, read_span, reads_in_place, split_target
 
 T = TypeVar("T")
@@ -446,6 +446,9 @@ class PoolPathOps:
     async def open(
         self, path: Any, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
     ) -> int:
+        fd = open_inline(path, flags, mode, dir_fd)
+        if fd is not None:
+            return fd
         return await self.run_sync(lambda: os.open(path, flags | os.O_CLOEXEC, mode, dir_fd=dir_fd))
 
     async def stat(

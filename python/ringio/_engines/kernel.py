@@ -34,7 +34,7 @@ from .base import (
     write_what_fits,
 )  # fmt: skip
 from .base import check_offset as _check_offset
-from .inline import fstat_inline, stat_inline
+from .inline import fstat_inline, open_inline, stat_inline
 from .many import ManyReads
 
 AT_EMPTY_PATH = 0x1000
@@ -311,6 +311,9 @@ class UringFileEngine(KernelEngine):
     async def open(
         self, path: Any, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
     ) -> int:
+        fd = open_inline(path, flags, mode, dir_fd)
+        if fd is not None:
+            return fd
         return await self._run(_core.openat, path, flags, mode, dir_fd=dir_fd)
 
     async def close(self, fd: int) -> None:
