@@ -323,7 +323,7 @@ async def test_opening_a_cached_regular_file_on_a_local_filesystem_needs_no_loop
     real = module.open_inline
     monkeypatch.setattr(module, "open_inline", spy)
     for path, flags in cases:
-        fd = _inline_within(5, lambda p=path, f=flags: engines.inline.open_inline(p, f, 0, None))
+        fd = _inline_within(5, lambda p=path, f=flags: engines.inline.open_inline(p, f, None))
         assert fd is not None, f"open({path!r}, {flags:#o}) waited"
         os.close(fd)
         fd = await engine.open(path, flags)

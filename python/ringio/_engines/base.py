@@ -446,7 +446,7 @@ class PoolPathOps:
     async def open(
         self, path: Any, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
     ) -> int:
-        fd = open_inline(path, flags, mode, dir_fd)
+        fd = open_inline(path, flags, dir_fd)
         if fd is not None:
             return fd
         return await self.run_sync(lambda: os.open(path, flags | os.O_CLOEXEC, mode, dir_fd=dir_fd))

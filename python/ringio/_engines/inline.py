@@ -38,10 +38,7 @@ def stat_inline(path: Any, dir_fd: int | None, follow_symlinks: bool) -> os.stat
     dentry cache (an ``O_PATH`` open with ``RESOLVE_CACHED``) and a local filesystem;
     else None, for errors too (the queued call raises them as ``os.stat`` does). io_uring
     hands STATX to a kernel worker (58 µs here, 2026-11-26); this is four syscalls."""
-    try:
-        fd = _core.open_path_cached(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
-    except (OSError, TypeError, ValueError):
-        return None
+    fd = _open_path_cached(path, dir_fd, follow_symlinks)
     if fd is None:
         return None
     try:
@@ -50,12 +47,21 @@ def stat_inline(path: Any, dir_fd: int | None, follow_symlinks: bool) -> os.stat
         os.close(fd)
 
 
+def _open_path_cached(path: Any, dir_fd: int | None, follow_symlinks: bool) -> int | None:
+    """``_core.open_path_cached``, with None also for arguments it refuses: the
+    engine's own call says what is wrong with them."""
+    try:
+        return _core.open_path_cached(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+    except (OSError, TypeError, ValueError):
+        return None
+
+
 # Opens that may write (O_TRUNC frees blocks, O_CREAT adds a name, O_TMPFILE an
 # inode): always through the engine, as io_uring's own inline attempt refuses them.
 _MAY_WRITE = os.O_CREAT | os.O_TRUNC | getattr(os, "O_TMPFILE", 0)
 
 
-def open_inline(path: Any, flags: int, mode: int, dir_fd: int | None) -> int | None:
+def open_inline(path: Any, flags: int, dir_fd: int | None) -> int | None:
     """``os.open(path, flags | O_CLOEXEC)`` where it cannot wait, else None (errors
     included: the engine's call raises them as ``os.open`` does).
 
@@ -69,12 +75,7 @@ def open_inline(path: Any, flags: int, mode: int, dir_fd: int | None) -> int | N
     109 µs (2026-11-26), and io_uring's OPENAT costs a loop turn."""
     if flags & _MAY_WRITE:
         return None
-    try:
-        opath = _core.open_path_cached(
-            path, dir_fd=dir_fd, follow_symlinks=not flags & os.O_NOFOLLOW
-        )
-    except (OSError, TypeError, ValueError):
-        return None
+    opath = _open_path_cached(path, dir_fd, not flags & os.O_NOFOLLOW)
     if opath is None:
         return None
     fd = -1

@@ -43,7 +43,6 @@ _NOWAIT = os.RWF_NOWAIT
 FUSE_SUPER_MAGIC = 0x65735546
 
 
-
 def _check_fd(fd: int) -> None:
     # statx(AT_EMPTY_PATH) on AT_FDCWD (-100) would describe the working directory.
     if fd < 0:
@@ -311,7 +310,7 @@ class UringFileEngine(KernelEngine):
     async def open(
         self, path: Any, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
     ) -> int:
-        fd = open_inline(path, flags, mode, dir_fd)
+        fd = open_inline(path, flags, dir_fd)
         if fd is not None:
             return fd
         return await self._run(_core.openat, path, flags, mode, dir_fd=dir_fd)

@@ -4,11 +4,11 @@ aligned bounce buffers.
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any
 
 from .._core import (
     AlignedBuffer,
+    writable_address,
 )
 from .._engines.many import read_span
 
@@ -61,16 +61,20 @@ class DirectIO:
         """Reads straight into the caller's buffer when address, offset and size are
         all aligned; None when a bounce buffer is needed."""
         pos = await self._raw_pos()
-        n = len(buf)
-        if pos % self._off_align or n % self._off_align or n == 0:
+        if not self._in_place(buf, pos):
             return None
-        try:
-            c = (ctypes.c_char * n).from_buffer(buf)
-        except (TypeError, ValueError):
-            return None
-        if ctypes.addressof(c) % self._mem_align:
-            return None
-        del c
         got = await self._eng.pread(self._fd, buf, pos, self._hint)
         self._pos = pos + got
         return got
+
+    def _in_place(self, buffer: Any, offset: int) -> bool:
+        """Whether a read at `offset` may go straight into `buffer`: not empty, and its
+        address, its length and `offset` aligned."""
+        if offset.__class__ is not int or offset < 0:
+            return False
+        try:
+            address, n = writable_address(buffer)
+        except (TypeError, BufferError):
+            return False  # the caller's own checks say what is wrong
+        a = self._off_align
+        return n > 0 and not (offset % a or n % a or address % self._mem_align)

@@ -11,7 +11,7 @@ import operator
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
-from .._core import AlignedBuffer, pread_ready, preadinto_ready, writable_address
+from .._core import AlignedBuffer, pread_ready, preadinto_ready
 from .base import _scatter, markcoroutinefunction
 
 
@@ -118,17 +118,6 @@ class PositionalIO:
             view[: len(data)] = data
             return len(data)
         return await self._eng.pread(self._fd, view, offset, self._hint)
-
-    def _in_place(self, buffer: Any, offset: int) -> bool:
-        """O_DIRECT: whether a read at `offset` may go straight into `buffer`."""
-        if offset.__class__ is not int or offset < 0:
-            return False
-        try:
-            address, n = writable_address(buffer)
-        except (TypeError, BufferError):
-            return False  # _preadinto says what is wrong
-        a = self._off_align
-        return n > 0 and not (offset % a or n % a or address % self._mem_align)
 
     async def pread_many(self, n: int, offsets: Iterable[int], *, depth: int = 32) -> list[bytes]:
         """Reads up to `n` bytes at each of `offsets`, keeping up to `depth` reads in
