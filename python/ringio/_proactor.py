@@ -38,7 +38,7 @@ from threading import get_ident as _get_ident
 from typing import Any, Protocol
 
 from . import _ring_hook
-from ._core import Completion, Op, PartialSubmitError
+from ._core import Completion, Op, PartialSubmitError, pread, writable_address
 from ._core.uring import STAGE_FULL, STAGE_WAITING
 
 
@@ -124,6 +124,30 @@ class Proactor:
         if watch and self._cancellable(op):
             fut.add_done_callback(lambda f: self._cancel_in_kernel(f, op))
         return fut
+
+    def start_pread_in_place(
+        self, fd: int, buf: Any, offset: int, off_align: int, mem_align: int,
+        new_future: Callable[[], asyncio.Future[int]],
+    ) -> asyncio.Future[int] | None:
+        """An aligned O_DIRECT read (`offset`, the buffer's length and address
+        multiples of `off_align`, `off_align` and `mem_align`) started at once: its
+        op's future, queued as ``start(op, watch=False)`` queues it, with no
+        coroutine between it and its awaiter (see ``FileEngine.pread_in_place``).
+        None, with nothing started, where the read is not aligned, or this thread
+        is not the loop's. The awaiter does not cancel the op in the kernel, which
+        does not recall an O_DIRECT read once issued (kernel AIO answers EINVAL)."""
+        home = self._home
+        if self._closed or (home is not None and getattr(home, "_thread_id", None) != _get_ident()):
+            return None
+        if offset.__class__ is not int or offset < 0 or offset % off_align:
+            return None
+        try:
+            address, n = writable_address(buf)
+        except (TypeError, BufferError):
+            return None  # the general path says what is wrong
+        if n == 0 or n % off_align or address % mem_align:
+            return None
+        return self.start(pread(fd, buf, offset, data=new_future()), watch=False)
 
     def abandon(self, op: Op) -> None:
         """The awaiter of `op` (started with ``watch=False``) is gone: cancelled, or
@@ -343,6 +367,32 @@ class StagingProactor(Proactor):
                     self._loop.call_soon(self._flush)
         if watch and self._cancellable(op):
             fut.add_done_callback(lambda f: self._cancel_in_kernel(f, op))
+        return fut
+
+    def start_pread_in_place(
+        self, fd: int, buf: Any, offset: int, off_align: int, mem_align: int,
+        new_future: Callable[[], asyncio.Future[int]],
+    ) -> asyncio.Future[int] | None:
+        # Staged by the ring in one native call (the checks, the op, its future), as
+        # start() would stage it: from the loop's thread, with nothing waiting for
+        # room. The op's awaiter does not cancel it in the kernel, which does not
+        # recall an O_DIRECT read once issued anyway.
+        ring = self._stage_ring
+        home = self._home
+        if (
+            ring is None
+            or self._queue
+            or self._closed
+            or (home is not None and getattr(home, "_thread_id", None) != _get_ident())
+        ):
+            return None
+        try:
+            fut = ring._stage_pread_in_place(fd, buf, offset, off_align, mem_align, new_future)
+        except OSError:
+            return None  # nothing was staged: start() reports it, as for any op
+        if fut is not None and not self._flush_scheduled and ring._sq_waiting:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
         return fut
 
     def _home_repr(self) -> str:

@@ -36,6 +36,30 @@ impl Ring {
     pub(crate) fn inner(&self) -> &PyDriver<UringEngine> {
         &self.inner
     }
+
+    /// `_stage`'s body (see there).
+    fn stage(&self, py: Python<'_>, op: Bound<'_, Op>) -> PyResult<u8> {
+        let mut driver = self.inner.driver();
+        if driver.in_flight() >= self.inner.capacity() as usize {
+            return Ok(STAGE_FULL);
+        }
+        let ops = std::slice::from_ref(&op);
+        let (tokens, launch) = driver.begin_submit(py, ops)?;
+        driver.finish_submit(py, ops, &tokens, launch.staged())?;
+        let waiting = driver.engine.sq_pending() as usize;
+        if waiting > 0 && waiting >= driver.in_flight() - waiting {
+            // A failure here leaves the SQEs queued: the next enter (a flush, a
+            // wait, the loop's select) submits them or reports the error.
+            if driver.engine.submit_now().is_ok() {
+                return Ok(STAGE_SUBMITTED);
+            }
+        }
+        Ok(if driver.engine.sq_pending() == 0 {
+            STAGE_SUBMITTED
+        } else {
+            STAGE_WAITING
+        })
+    }
 }
 
 #[pymethods]
@@ -91,26 +115,61 @@ impl Ring {
     /// beyond the ops in flight. Returns `STAGE_FULL` (not taken), `STAGE_WAITING`
     /// (in the SQ for the next enter) or `STAGE_SUBMITTED` (nothing waits).
     fn _stage(&self, py: Python<'_>, op: Bound<'_, Op>) -> PyResult<u8> {
-        let mut driver = self.inner.driver();
-        if driver.in_flight() >= self.inner.capacity() as usize {
-            return Ok(STAGE_FULL);
+        self.stage(py, op)
+    }
+
+    /// The per-read path of an O_DIRECT read straight into a caller's buffer (a
+    /// file's `preadinto`): when `offset`, the buffer's length and its address are
+    /// aligned (`off_align`, `mem_align`; the buffer not empty) and the CQ has room,
+    /// makes the `pread` op, with `new_future()` as its data, stages it as `_stage`
+    /// does and returns the future. Otherwise makes and stages nothing and returns
+    /// None: the caller's general path decides (a bounce buffer, the wait for room,
+    /// the error for a bad argument).
+    #[allow(clippy::too_many_arguments)]
+    fn _stage_pread_in_place(
+        &self,
+        py: Python<'_>,
+        fd: &Bound<'_, PyAny>,
+        buf: &Bound<'_, PyAny>,
+        offset: &Bound<'_, PyAny>,
+        off_align: u64,
+        mem_align: u64,
+        new_future: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        // Anything but an int offset and a writable buffer is the general path's to
+        // report.
+        let Ok(offset) = offset.extract::<i64>() else {
+            return Ok(None);
+        };
+        let Ok((address, len)) = crate::buffers::writable_address(buf) else {
+            return Ok(None);
+        };
+        let (len, address) = (len as u64, address as u64);
+        if offset < 0
+            || len == 0
+            || off_align == 0
+            || mem_align == 0
+            || (offset as u64) % off_align != 0
+            || len % off_align != 0
+            || address % mem_align != 0
+            || self.inner.driver().in_flight() >= self.inner.capacity() as usize
+        {
+            return Ok(None);
         }
-        let ops = std::slice::from_ref(&op);
-        let (tokens, launch) = driver.begin_submit(py, ops)?;
-        driver.finish_submit(py, ops, &tokens, launch.staged())?;
-        let waiting = driver.engine.sq_pending() as usize;
-        if waiting > 0 && waiting >= driver.in_flight() - waiting {
-            // A failure here leaves the SQEs queued: the next enter (a flush, a
-            // wait, the loop's select) submits them or reports the error.
-            if driver.engine.submit_now().is_ok() {
-                return Ok(STAGE_SUBMITTED);
-            }
-        }
-        Ok(if driver.engine.sq_pending() == 0 {
-            STAGE_SUBMITTED
-        } else {
-            STAGE_WAITING
-        })
+        let future = new_future.call0()?;
+        let op = crate::op::pread(
+            py,
+            fd,
+            buf,
+            offset,
+            0,
+            None,
+            None,
+            Some(future.clone().unbind()),
+        )?;
+        // The room was checked above, with the GIL held since: the op is taken.
+        self.stage(py, Bound::new(py, op)?)?;
+        Ok(Some(future.unbind()))
     }
 
     /// Submits the SQEs that `_stage` left waiting (one io_uring_enter, none when

@@ -45,15 +45,23 @@ def _cases(seed: int) -> list[tuple[int, int]]:
 
 
 def _spy_engine_reads(engine, monkeypatch) -> list[object]:
-    """Records the exporter of every buffer the engine's pread reads into."""
+    """Records the exporter of every buffer the engine reads into: by pread, or by
+    an O_DIRECT read it started at once (pread_in_place)."""
     targets: list[object] = []
-    real = type(engine).pread
+    real, real_in_place = type(engine).pread, type(engine).pread_in_place
 
     def spy(self, fd, buf, offset, hint=None, **kw):
         targets.append(memoryview(buf).obj)
         return real(self, fd, buf, offset, hint, **kw)
 
+    def spy_in_place(self, fd, buf, offset, *args):
+        started = real_in_place(self, fd, buf, offset, *args)
+        if started is not None:
+            targets.append(memoryview(buf).obj)
+        return started
+
     monkeypatch.setattr(type(engine), "pread", spy)
+    monkeypatch.setattr(type(engine), "pread_in_place", spy_in_place)
     return targets
 
 
@@ -120,6 +128,105 @@ async def test_concurrent_preadinto_from_many_tasks(engine, data_file, direct):
                 assert bytes(buf) == payload[off : off + 4096]
 
         await asyncio.gather(*(worker(offsets[w::32]) for w in range(32)))
+
+
+async def _until(check, what: str, timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        assert loop.time() < deadline, f"timed out waiting until {what}"
+        await asyncio.sleep(0.001)
+
+
+async def test_an_aligned_o_direct_read_starts_when_the_method_is_called(engine, data_file):
+    """On the kernel engines the read is started at the call, as a cached read is
+    served at the call: the bytes arrive while the caller does other work, and the
+    await then takes the count."""
+    if engine.name == "thread":
+        pytest.skip("the thread engine starts a read when it is awaited")
+    path, payload = data_file
+    async with await _open(path, buffering=0, direct=True) as f:
+        for offset in (0, 8192, 4096 * 60):
+            buf = ringio.aligned(8192)
+            read = f.preadinto(buf, offset)  # not awaited yet
+            want = payload[offset : offset + 8192]
+            await _until(lambda buf=buf, want=want: bytes(buf) == want, "the bytes arrived")
+            assert await read == 8192
+
+
+@pytest.mark.parametrize("buffering", [0, -1], ids=["raw", "buffered"])
+async def test_cancelled_o_direct_reads_keep_the_callers_buffers_until_they_end(
+    engine, data_file, buffering
+):
+    """A read the kernel has cannot be recalled: each task's buffer stays exported
+    (an mmap cannot close) until the read's completion has arrived; the file then
+    reads on, closes, and its fd number goes to the next file untouched."""
+    import mmap
+
+    path, payload = data_file
+    f = await _open(path, buffering=buffering, direct=True)
+    maps = [mmap.mmap(-1, 8192) for _ in range(48)]  # page-aligned: read in place
+    offsets = [(k * 4096 * 5) % (SIZE - 8192) // 4096 * 4096 for k in range(len(maps))]
+    pairs = list(zip(maps, offsets, strict=True))
+    tasks = [asyncio.ensure_future(f.preadinto(m, off)) for m, off in pairs]
+    await asyncio.sleep(0)  # every task ran once: its read is started
+    for t in tasks:
+        t.cancel()
+    # On io_uring each read is in the kernel since its call: its buffer closes only
+    # once the read has ended (its bytes are there). Elsewhere a read still queued
+    # in the engine has exported nothing yet.
+    for m, off in pairs:
+        ended = m[:] == payload[off : off + 8192]
+        try:
+            m.close()
+        except BufferError:
+            continue
+        if engine.name == "uring" and not ended:
+            pytest.fail("a buffer was given back before its read ended")
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(r, (asyncio.CancelledError, int)) for r in results), results
+
+    def all_released() -> bool:
+        for m in maps:
+            if not m.closed:
+                try:
+                    m.close()
+                except BufferError:
+                    return False
+        return True
+
+    await _until(all_released, "the kernel gave every buffer back")
+    buf = ringio.aligned(4096)
+    assert await f.preadinto(buf, 4096) == 4096
+    assert bytes(buf) == payload[4096:8192]
+    fd = f.fileno()
+    await f.close()
+    other = path.with_name("other.bin")
+    other.write_bytes(b"O" * 8192)
+    g = os.open(other, os.O_RDONLY)
+    try:
+        assert g == fd
+        assert os.pread(g, 8192, 0) == b"O" * 8192
+    finally:
+        os.close(g)
+
+
+async def test_preadinto_called_in_another_thread_reads_when_awaited_in_the_loop(
+    engine, data_file
+):
+    """The awaitable made outside the loop's thread (as for
+    ``run_coroutine_threadsafe``) starts nothing there; awaited in the loop, it reads."""
+    path, payload = data_file
+    loop = asyncio.get_running_loop()
+    async with await _open(path, buffering=0, direct=True) as f:
+        buf = ringio.aligned(4096)
+        await f.preadinto(buf, 0)  # the file's first read has settled its hints
+        memoryview(buf)[:] = bytes(4096)
+        read = await loop.run_in_executor(None, f.preadinto, buf, 8192)
+        await asyncio.sleep(0.01)
+        assert bytes(buf) == bytes(4096)  # nothing read yet
+        assert await read == 4096
+        assert bytes(buf) == payload[8192 : 8192 + 4096]
 
 
 async def test_a_buffered_file_writes_its_buffer_out_first(engine, tmp_path):

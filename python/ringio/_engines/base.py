@@ -252,6 +252,21 @@ class FileEngine(abc.ABC):
     ) -> int:
         """Reads into `buf` at `offset`; returns the byte count (0 at end of file)."""
 
+    def pread_in_place(
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint, off_align: int, mem_align: int
+    ) -> asyncio.Future[int] | None:
+        """An O_DIRECT read straight into `buf` at `offset`, started now, by an engine
+        that can: its op's own future, with no coroutine per read. None, with nothing
+        started, where `offset`, `buf`'s length or address is not aligned
+        (`off_align`, `mem_align`), or the engine cannot start it here and now: the
+        caller then awaits ``pread``.
+
+        The device reads such a block whether or not anyone waits (the kernel does
+        not recall an O_DIRECT read once issued), so a cancelled awaiter cancels the
+        future only: the read completes into `buf`, which the engine keeps alive
+        until it has. This engine: None."""
+        return None
+
     @abc.abstractmethod
     async def pwrite(
         self, fd: int, data: Any, offset: int, hint: NowaitHint | None = None,

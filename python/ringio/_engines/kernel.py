@@ -125,6 +125,21 @@ class KernelEngine(FileEngine):
             self._proactor.abandon(op)
             raise
 
+    def pread_in_place(
+        self, fd: int, buf: Any, offset: int, hint: NowaitHint, off_align: int, mem_align: int
+    ) -> asyncio.Future[int] | None:
+        # Only where pread would queue the op at once: no inline attempt (an O_DIRECT
+        # read would wait for the device) and a queue that reads this file correctly.
+        if (
+            hint.read
+            or not (hint.queue_reads or self._queue_reads_correct(fd, hint))
+            or self.closed
+        ):
+            return None
+        return self._proactor.start_pread_in_place(
+            fd, buf, offset, off_align, mem_align, self._new_future
+        )
+
     async def _read_many(
         self, fd: int, n: int, offs: list[int], out: memoryview | None,
         hint: NowaitHint | None, depth: int, align: tuple[int, int] | None,

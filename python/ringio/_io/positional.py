@@ -87,6 +87,11 @@ class PositionalIO:
             and not self._eng.closed
         ):
             if self._direct:
+                started = self._eng.pread_in_place(
+                    self._fd, buffer, offset, self._hint, self._off_align, self._mem_align
+                )
+                if started is not None:
+                    return started
                 if self._in_place(buffer, offset):
                     # The engine's own coroutine: no frame of this file's per read.
                     return self._eng.pread(self._fd, buffer, offset, self._hint)
