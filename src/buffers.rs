@@ -150,7 +150,7 @@ impl Drop for AlignedAlloc {
 impl AlignedBuffer {
     #[new]
     #[pyo3(signature = (nbytes, alignment=None))]
-    fn new(nbytes: isize, alignment: Option<isize>) -> PyResult<Self> {
+    pub(crate) fn new(nbytes: isize, alignment: Option<isize>) -> PyResult<Self> {
         if nbytes < 0 {
             return Err(PyValueError::new_err("nbytes must be >= 0"));
         }
@@ -228,6 +228,19 @@ impl AlignedBuffer {
     /// Called by CPython with the view `__getbuffer__` filled; nothing to release
     /// (the view's reference to this object is dropped by CPython itself).
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+}
+
+impl AlignedBuffer {
+    /// The bytes, for Rust code that holds the object (and with it the allocation).
+    ///
+    /// # Safety
+    /// Nothing writes into the buffer while the slice lives: no read of the kernel's
+    /// is in flight into it, and no export of it is written through meanwhile.
+    pub(crate) unsafe fn as_slice(&self) -> &[u8] {
+        // SAFETY: `mem` is `len` initialised (zero-filled) bytes owned by this object,
+        // which outlives the borrow; the caller rules out writes meanwhile.
+        unsafe { std::slice::from_raw_parts(self.mem.as_ptr(), self.mem.len()) }
+    }
 }
 
 // AlignedBuffer needs no Drop of its own: every buffer export holds a reference to

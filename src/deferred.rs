@@ -12,13 +12,14 @@
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 
-use crate::pytype::{gc_dealloc, gc_heap_type, method, return_self, slot, traverse};
-use crate::ready::thrown;
+use crate::pytype::{
+    close_inner, gc_dealloc, gc_heap_type, method, return_self, send_or_stop, slot, take_field,
+    throw_into, traverse,
+};
 
 /// What the awaitable reads: `READ` calls `_read_now`/`_read_later`, `READINTO`
 /// `_readinto_now`/`_readinto_later`.
@@ -40,15 +41,6 @@ struct Deferred {
     started: bool,
 }
 
-/// Takes a field's reference (NULL if none).
-///
-/// # Safety
-/// The GIL must be held; `field` points into a live Deferred.
-unsafe fn take(field: *mut *mut ffi::PyObject) -> *mut ffi::PyObject {
-    // SAFETY: caller's contract.
-    unsafe { std::mem::replace(&mut *field, ptr::null_mut()) }
-}
-
 /// Drops the file and argument (the read will not start).
 ///
 /// # Safety
@@ -58,8 +50,8 @@ unsafe fn forget_start(d: *mut Deferred) {
     // was cleared.
     unsafe {
         (*d).started = true;
-        ffi::Py_XDECREF(take(&mut (*d).file));
-        ffi::Py_XDECREF(take(&mut (*d).arg));
+        ffi::Py_XDECREF(take_field(&mut (*d).file));
+        ffi::Py_XDECREF(take_field(&mut (*d).arg));
     }
 }
 
@@ -73,7 +65,7 @@ unsafe fn start(py: Python<'_>, d: *mut Deferred) -> PyResult<Option<Bound<'_, P
     // `deferred_new`, moved out here (so a re-entrant send sees `started`).
     unsafe {
         (*d).started = true;
-        let (file, arg) = (take(&mut (*d).file), take(&mut (*d).arg));
+        let (file, arg) = (take_field(&mut (*d).file), take_field(&mut (*d).arg));
         if file.is_null() || arg.is_null() {
             // Cleared by the garbage collector (tp_clear) before it started.
             ffi::Py_XDECREF(file);
@@ -149,38 +141,15 @@ unsafe extern "C" fn deferred_am_send(
         }
         let status = ffi::PyIter_Send(inner, arg, result);
         if status != ffi::PySendResult::PYGEN_NEXT {
-            ffi::Py_XDECREF(take(&mut (*d).inner)); // finished: returned or raised
+            ffi::Py_XDECREF(take_field(&mut (*d).inner)); // finished: returned or raised
         }
         status
     }
 }
 
-/// `send(arg)` and `__next__` as generators have them: a yielded value, or
-/// StopIteration(result) / the error.
-///
-/// # Safety
-/// The GIL must be held; `slf` is a live Deferred and `arg` a valid object.
-unsafe fn send_or_stop(slf: *mut ffi::PyObject, arg: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    // SAFETY: caller's contract.
-    unsafe {
-        let py = Python::assume_attached();
-        let mut result = ptr::null_mut();
-        match deferred_am_send(slf, arg, &mut result) {
-            ffi::PySendResult::PYGEN_NEXT => result,
-            ffi::PySendResult::PYGEN_RETURN => {
-                let value = Bound::from_owned_ptr(py, result).unbind();
-                // A 1-tuple: StopIteration(v).value is v even when v is a tuple.
-                PyStopIteration::new_err((value,)).restore(py);
-                ptr::null_mut()
-            }
-            _ => ptr::null_mut(),
-        }
-    }
-}
-
 unsafe extern "C" fn deferred_next(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
     // SAFETY: called by CPython with the GIL held; None is immortal or held.
-    unsafe { send_or_stop(slf, ffi::Py_None()) }
+    unsafe { send_or_stop(slf, ffi::Py_None(), deferred_am_send) }
 }
 
 unsafe extern "C" fn deferred_send(
@@ -188,7 +157,7 @@ unsafe extern "C" fn deferred_send(
     arg: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
     // SAFETY: called by CPython with the GIL held and a valid argument.
-    unsafe { send_or_stop(slf, arg) }
+    unsafe { send_or_stop(slf, arg, deferred_am_send) }
 }
 
 /// `throw(...)`: before the start, raises it and reads nothing; while waiting,
@@ -199,28 +168,9 @@ unsafe extern "C" fn deferred_throw(
 ) -> *mut ffi::PyObject {
     // SAFETY: called by CPython with the GIL held and an args tuple.
     unsafe {
-        let py = Python::assume_attached();
         let d = slf as *mut Deferred;
-        let args = Borrowed::from_ptr(py, args);
-        let inner = (*d).inner;
-        if inner.is_null() {
-            forget_start(d);
-            thrown(&args).restore(py);
-            return ptr::null_mut();
-        }
-        let coro = Borrowed::from_ptr(py, inner);
-        let outcome = coro
-            .getattr(pyo3::intern!(py, "throw"))
-            .and_then(|throw| throw.call1(args.cast::<PyTuple>()?.to_owned()));
-        match outcome {
-            Ok(yielded) => yielded.into_ptr(),
-            Err(e) => {
-                // Returned (StopIteration) or raised: the coroutine is finished.
-                ffi::Py_XDECREF(take(&mut (*d).inner));
-                e.restore(py);
-                ptr::null_mut()
-            }
-        }
+        forget_start(d);
+        throw_into(&mut (*d).inner, args)
     }
 }
 
@@ -231,19 +181,9 @@ unsafe extern "C" fn deferred_close(
 ) -> *mut ffi::PyObject {
     // SAFETY: called by CPython with the GIL held on a live Deferred.
     unsafe {
-        let py = Python::assume_attached();
         let d = slf as *mut Deferred;
         forget_start(d);
-        let inner = take(&mut (*d).inner);
-        if !inner.is_null() {
-            let coro = Bound::from_owned_ptr(py, inner);
-            if let Err(e) = coro.call_method0(pyo3::intern!(py, "close")) {
-                e.restore(py);
-                return ptr::null_mut();
-            }
-        }
-        ffi::Py_IncRef(ffi::Py_None());
-        ffi::Py_None()
+        close_inner(&mut (*d).inner)
     }
 }
 
@@ -311,9 +251,9 @@ unsafe extern "C" fn deferred_clear(slf: *mut ffi::PyObject) -> c_int {
     // before its reference is released.
     unsafe {
         let d = slf as *mut Deferred;
-        ffi::Py_XDECREF(take(&mut (*d).file));
-        ffi::Py_XDECREF(take(&mut (*d).arg));
-        ffi::Py_XDECREF(take(&mut (*d).inner));
+        ffi::Py_XDECREF(take_field(&mut (*d).file));
+        ffi::Py_XDECREF(take_field(&mut (*d).arg));
+        ffi::Py_XDECREF(take_field(&mut (*d).inner));
     }
     0
 }

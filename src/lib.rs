@@ -22,6 +22,7 @@ pub mod pydriver;
 pub mod pytype;
 pub mod ready;
 pub mod ring;
+pub mod started;
 pub mod sync;
 pub mod sys;
 pub mod uring;
@@ -134,6 +135,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     op::fs::register(m)?;
     lines::register(m)?;
     ready::register(m)?;
+    started::register(m)?;
     deferred::register(m)?;
     add_submodule(m, "uring", fill_uring)?;
     add_submodule(m, "aio", fill_aio)?;

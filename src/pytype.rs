@@ -1,13 +1,15 @@
-//! What ringio's hand-made Python types share. `LineIter`, `Ready` and `Deferred`
-//! are built from slots with `PyType_FromSpec`, not `#[pyclass]`, because they
+//! What ringio's hand-made Python types share. `LineIter`, `Ready`, `Deferred` and
+//! `Started` are built from slots with `PyType_FromSpec`, not `#[pyclass]`, because they
 //! need `am_send` (an `await` that completes without raising StopIteration): the
 //! slot and method entries, the GC-tracked heap type, and its dealloc.
 
 use std::ffi::{c_int, c_void, CStr};
+use std::ptr;
 
+use pyo3::exceptions::{PyStopIteration, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyType;
+use pyo3::types::{PyTuple, PyType};
 
 pub fn slot(id: c_int, pfunc: *mut c_void) -> ffi::PyType_Slot {
     ffi::PyType_Slot { slot: id, pfunc }
@@ -105,5 +107,131 @@ pub unsafe fn traverse(
             }
         }
         visit(ffi::Py_TYPE(slf) as *mut ffi::PyObject, arg)
+    }
+}
+
+/// Takes a field's reference (NULL if none), leaving NULL in the field.
+///
+/// # Safety
+/// The GIL must be held; `field` points into a live object.
+pub unsafe fn take_field(field: *mut *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: caller's contract.
+    unsafe { std::mem::replace(&mut *field, ptr::null_mut()) }
+}
+
+/// `send(arg)` and `__next__` as generators have them, from an `am_send`: the
+/// yielded value, or StopIteration(result) / the error (NULL).
+///
+/// # Safety
+/// The GIL must be held; `slf` is a live object of the type whose `am_send` this
+/// is, and `arg` a valid object.
+pub unsafe fn send_or_stop(
+    slf: *mut ffi::PyObject,
+    arg: *mut ffi::PyObject,
+    am_send: unsafe extern "C" fn(
+        *mut ffi::PyObject,
+        *mut ffi::PyObject,
+        *mut *mut ffi::PyObject,
+    ) -> ffi::PySendResult,
+) -> *mut ffi::PyObject {
+    // SAFETY: caller's contract.
+    unsafe {
+        let py = Python::assume_attached();
+        let mut result = ptr::null_mut();
+        match am_send(slf, arg, &mut result) {
+            ffi::PySendResult::PYGEN_NEXT => result,
+            ffi::PySendResult::PYGEN_RETURN => {
+                let value = Bound::from_owned_ptr(py, result).unbind();
+                // A 1-tuple: StopIteration(v).value is v even when v is a tuple.
+                PyStopIteration::new_err((value,)).restore(py);
+                ptr::null_mut()
+            }
+            _ => ptr::null_mut(),
+        }
+    }
+}
+
+/// `throw(*args)` of an awaitable that drives the iterator in `field`: thrown into
+/// it (what it yields is returned; once it returns or raises, the field is
+/// cleared and that is raised). With no iterator, raised as a coroutine that has
+/// not started (or has finished) raises it.
+///
+/// # Safety
+/// The GIL must be held; `field` points into a live object and holds NULL or a
+/// strong reference; `args` is a tuple.
+pub unsafe fn throw_into(
+    field: *mut *mut ffi::PyObject,
+    args: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: caller's contract.
+    unsafe {
+        let py = Python::assume_attached();
+        let args = Borrowed::from_ptr(py, args);
+        let inner = *field;
+        if inner.is_null() {
+            thrown(&args).restore(py);
+            return ptr::null_mut();
+        }
+        let outcome = Borrowed::from_ptr(py, inner)
+            .getattr(pyo3::intern!(py, "throw"))
+            .and_then(|throw| throw.call1(args.cast::<PyTuple>()?.to_owned()));
+        match outcome {
+            Ok(yielded) => yielded.into_ptr(),
+            Err(e) => {
+                // Returned (StopIteration) or raised: the iterator is finished.
+                ffi::Py_XDECREF(take_field(field));
+                e.restore(py);
+                ptr::null_mut()
+            }
+        }
+    }
+}
+
+/// `close()` of an awaitable that drives the iterator in `field`: clears the field
+/// and closes the iterator; None, or NULL with its error.
+///
+/// # Safety
+/// The GIL must be held; `field` points into a live object and holds NULL or a
+/// strong reference.
+pub unsafe fn close_inner(field: *mut *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: caller's contract.
+    unsafe {
+        let py = Python::assume_attached();
+        let inner = take_field(field);
+        if !inner.is_null() {
+            let it = Bound::from_owned_ptr(py, inner);
+            if let Err(e) = it.call_method0(pyo3::intern!(py, "close")) {
+                e.restore(py);
+                return ptr::null_mut();
+            }
+        }
+        ffi::Py_IncRef(ffi::Py_None());
+        ffi::Py_None()
+    }
+}
+
+/// The exception that `throw(*args)` raises in a coroutine that has not started
+/// (or has finished): `throw(exc)`, `throw(type)`, `throw(type, value[, tb])`.
+pub(crate) fn thrown(args: &Bound<'_, PyAny>) -> PyErr {
+    let exc = match args.get_item(0) {
+        Ok(exc) => exc,
+        Err(e) => return PyTypeError::new_err(format!("throw expected at least 1 argument: {e}")),
+    };
+    if exc.is_instance_of::<pyo3::exceptions::PyBaseException>() {
+        return PyErr::from_value(exc);
+    }
+    let Ok(tp) = exc.cast::<PyType>() else {
+        return PyTypeError::new_err(
+            "exceptions must be classes or instances deriving from BaseException",
+        );
+    };
+    let made = match args.get_item(1).ok().filter(|a| !a.is_none()) {
+        Some(a) if a.is_instance(tp).unwrap_or(false) => Ok(a),
+        Some(a) => tp.call1((a,)),
+        None => tp.call0(),
+    };
+    match made {
+        Ok(v) => PyErr::from_value(v),
+        Err(e) => e,
     }
 }

@@ -19,7 +19,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
 use crate::fastpath;
-use crate::pytype::{gc_dealloc, gc_heap_type, method, return_self, slot, traverse};
+use crate::pytype::{gc_dealloc, gc_heap_type, method, return_self, slot, thrown, traverse};
 
 /// The type, made once at module import.
 static READY_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -162,32 +162,6 @@ unsafe extern "C" fn ready_throw(
         ffi::Py_XDECREF(take_quiet(slf));
         thrown(&Borrowed::from_ptr(py, args)).restore(py);
         ptr::null_mut()
-    }
-}
-
-/// The exception that `throw(*args)` raises in a coroutine that has not started
-/// (or has finished): `throw(exc)`, `throw(type)`, `throw(type, value[, tb])`.
-pub(crate) fn thrown(args: &Bound<'_, PyAny>) -> PyErr {
-    let exc = match args.get_item(0) {
-        Ok(exc) => exc,
-        Err(e) => return PyTypeError::new_err(format!("throw expected at least 1 argument: {e}")),
-    };
-    if exc.is_instance_of::<pyo3::exceptions::PyBaseException>() {
-        return PyErr::from_value(exc);
-    }
-    let Ok(tp) = exc.cast::<PyType>() else {
-        return PyTypeError::new_err(
-            "exceptions must be classes or instances deriving from BaseException",
-        );
-    };
-    let made = match args.get_item(1).ok().filter(|a| !a.is_none()) {
-        Some(a) if a.is_instance(tp).unwrap_or(false) => Ok(a),
-        Some(a) => tp.call1((a,)),
-        None => tp.call0(),
-    };
-    match made {
-        Ok(v) => PyErr::from_value(v),
-        Err(e) => e,
     }
 }
 

@@ -55,7 +55,7 @@ RUST_LAYERS: list[set[str]] = [
     {"sys", "errors", "sync", "pytype"},
     {"buffers"},
     {"ring"},
-    {"op", "engine", "aio", "uring", "lines", "fastpath"},
+    {"op", "engine", "aio", "uring", "lines", "fastpath", "started"},
     {"pydriver", "ready", "deferred"},
     {"net", "conn"},
     {"loopcore"},

@@ -5,8 +5,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::PyDriver;
+use crate::buffers::AlignedBuffer;
 use crate::errors;
 use crate::op::{Completion, Op};
+use crate::started::Bounce;
 use crate::uring::{Options, UringEngine};
 
 /// An io_uring instance with a registered eventfd.
@@ -122,7 +124,7 @@ impl Ring {
     /// file's `preadinto`): when `offset`, the buffer's length and its address are
     /// aligned (`off_align`, `mem_align`; the buffer not empty) and the CQ has room,
     /// makes the `pread` op, with `new_future()` as its data, stages it as `_stage`
-    /// does and returns the future. Otherwise makes and stages nothing and returns
+    /// does and returns a `Started` awaiting the future. Otherwise makes and stages nothing and returns
     /// None: the caller's general path decides (a bounce buffer, the wait for room,
     /// the error for a bad argument).
     #[allow(clippy::too_many_arguments)]
@@ -169,7 +171,70 @@ impl Ring {
         )?;
         // The room was checked above, with the GIL held since: the op is taken.
         self.stage(py, Bound::new(py, op)?)?;
-        Ok(Some(future.unbind()))
+        Ok(Some(crate::started::started(py, &future, None)?.unbind()))
+    }
+
+    /// The per-read path of an O_DIRECT `pread(n, offset)`: reads the aligned span
+    /// around [offset, offset + n) (`off_align`) into a new `AlignedBuffer`
+    /// (`mem_align`), staged as `_stage` does, and returns a `Started` whose result
+    /// is the bytes of that span from `offset` on (fewer at the end of the file).
+    /// None, with nothing made or staged, when `n` or `offset` is not a
+    /// non-negative int, `n` is 0, or the CQ has no room: the caller's general path
+    /// decides.
+    #[allow(clippy::too_many_arguments)]
+    fn _stage_pread_bytes(
+        &self,
+        py: Python<'_>,
+        fd: &Bound<'_, PyAny>,
+        n: &Bound<'_, PyAny>,
+        offset: &Bound<'_, PyAny>,
+        off_align: u64,
+        mem_align: u64,
+        new_future: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let (Ok(n), Ok(offset)) = (n.extract::<u64>(), offset.extract::<u64>()) else {
+            return Ok(None);
+        };
+        if n == 0
+            || off_align == 0
+            || !mem_align.is_power_of_two()
+            || self.inner.driver().in_flight() >= self.inner.capacity() as usize
+        {
+            return Ok(None);
+        }
+        let start = offset - offset % off_align;
+        let Some(end) = offset
+            .checked_add(n)
+            .and_then(|e| e.checked_next_multiple_of(off_align))
+            .filter(|&e| e <= i64::MAX as u64 && e - start <= isize::MAX as u64)
+        else {
+            return Ok(None);
+        };
+        let buffer = Bound::new(
+            py,
+            AlignedBuffer::new((end - start) as isize, Some(mem_align as isize))?,
+        )?;
+        let future = new_future.call0()?;
+        let op = crate::op::pread(
+            py,
+            fd,
+            buffer.as_any(),
+            start as i64,
+            0,
+            None,
+            None,
+            Some(future.clone().unbind()),
+        )?;
+        // The room was checked above, with the GIL held since: the op is taken.
+        self.stage(py, Bound::new(py, op)?)?;
+        let bounce = Bounce {
+            buffer,
+            skip: (offset - start) as usize,
+            n: n as usize,
+        };
+        Ok(Some(
+            crate::started::started(py, &future, Some(bounce))?.unbind(),
+        ))
     }
 
     /// Submits the SQEs that `_stage` left waiting (one io_uring_enter, none when

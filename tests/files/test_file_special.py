@@ -6,6 +6,7 @@ import asyncio
 import errno
 import io
 import os
+import random
 
 import pytest
 from tests.conftest import user_thread_count
@@ -201,16 +202,65 @@ async def test_direct_preads_run_concurrently_and_leave_the_position(engine, tmp
                 in_flight -= 1
 
         eng.pread = counting
+        # The reads the engine starts at the call (below) take the general path here.
+        eng.pread_bytes_started = lambda *args: None
         try:
             # Aligned and unaligned spans, 32 at once.
             spans = [(i * 4096 + (i % 3) * 7, 4096 - (i % 5) * 100) for i in range(32)]
             got = await asyncio.gather(*(f.pread(n, off) for off, n in spans))
         finally:
             del eng.pread
+            del eng.pread_bytes_started
         assert got == [payload[off : off + n] for off, n in spans]
         assert high == 32  # no lock between them: the device sees them all at once
         assert await f.tell() == 100
         assert await f.read(10) == payload[100:110]
+
+
+@pytest.mark.parametrize("buffering", [0, -1], ids=["raw", "buffered"])
+async def test_direct_pread_returns_what_os_pread_does(engine, tmp_path, buffering):
+    """Differential: O_DIRECT preads (on the kernel engines started at the call, into
+    an aligned bounce buffer of their own) against os.pread, aligned or not, across
+    and past the end, 32 at a time; then the position and a buffered write."""
+    p = tmp_path / "d.bin"
+    size = 40 * 4096 + 1234
+    p.write_bytes(os.urandom(size))
+    rng = random.Random(7)
+    spans = [(rng.randrange(size + 6000), rng.choice([1, 77, 4096, 5000, 65536]))
+             for _ in range(200)]  # fmt: skip
+    spans += [(0, 4096), (4096, 8192), (size - 1, 4096), (size, 10), (size + 4096, 4096)]
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        f = await _open_direct_mode(p, "r+b", buffering)
+        async with f:
+            await f.seek(3)
+            for k in range(0, len(spans), 32):
+                part = spans[k : k + 32]
+                reads = [f.pread(n, off) for off, n in part]
+                assert all(asyncio.iscoroutine(r) for r in reads)
+                got = await asyncio.gather(*reads)
+                assert got == [os.pread(fd, n, off) for off, n in part]
+            assert await f.pread(0, 4096) == b""
+            assert await f.tell() == 3
+            await f.write(b"new")  # buffered: a pread flushes it first
+            assert await f.pread(6, 0) == os.pread(fd, 3, 0) + b"new"
+            with pytest.raises(ValueError, match="negative"):
+                await f.pread(-1, 0)
+            with pytest.raises(ValueError, match="negative"):
+                await f.pread(4096, -4096)
+            with pytest.raises(TypeError):
+                await f.pread(4096, 1.5)
+    finally:
+        os.close(fd)
+    with pytest.raises(ValueError, match="closed"):
+        await f.pread(4096, 0)
+
+
+async def _open_direct_mode(path, mode, buffering):
+    try:
+        return await ringio.open(path, mode, buffering=buffering, direct=True)
+    except OSError as e:  # e.g. tmpfs refuses O_DIRECT
+        pytest.skip(f"O_DIRECT refused here: {e}")
 
 
 async def test_direct_whole_block_pwrites_run_concurrently(engine, tmp_path):

@@ -154,6 +154,74 @@ async def test_an_aligned_o_direct_read_starts_when_the_method_is_called(engine,
             assert await read == 8192
 
 
+async def test_an_o_direct_read_started_at_the_call_is_a_coroutine_to_asyncio(
+    engine, data_file
+):
+    path, payload = data_file
+    async with await _open(path, buffering=0, direct=True) as f:
+        bufs = [ringio.aligned(4096) for _ in range(4)]
+        read = f.preadinto(bufs[0], 0)
+        assert asyncio.iscoroutine(read)
+        assert await asyncio.create_task(read) == 4096
+        assert await asyncio.wait_for(f.preadinto(bufs[1], 4096), 10) == 4096
+        both = await asyncio.gather(f.preadinto(bufs[2], 8192), f.preadinto(bufs[3], 12288))
+        assert both == [4096, 4096]
+        for k, buf in enumerate(bufs):
+            assert bytes(buf) == payload[k * 4096 : (k + 1) * 4096]
+        read = f.preadinto(bufs[0], 0)
+        assert await read == 4096
+        with pytest.raises(RuntimeError, match="already awaited"):
+            await read
+        read = f.preadinto(bufs[0], 0)
+        assert read.close() is None  # the read goes on; its result is dropped
+        buf = ringio.aligned(4096)
+        assert await f.preadinto(buf, 4096) == 4096
+        assert bytes(buf) == payload[4096:8192]
+
+
+async def test_started_awaits_its_future_as_a_coroutine_would():
+    from ringio._core import Started
+
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    started = Started(fut)
+    assert asyncio.iscoroutine(started)
+    assert started.send(None) is fut  # pending: the task sees the future itself
+    fut.set_result((1, 2))
+    with pytest.raises(StopIteration) as stop:
+        started.send(None)
+    assert stop.value.value == (1, 2)  # a tuple stays one value
+    with pytest.raises(RuntimeError, match="already awaited"):
+        started.send(None)
+
+    fut = loop.create_future()
+    fut.set_exception(OSError(errno.EIO, "device"))
+    with pytest.raises(OSError) as info:
+        await Started(fut)
+    assert info.value.errno == errno.EIO
+
+    fut = loop.create_future()
+    started = Started(fut)
+    assert next(started) is fut
+    with pytest.raises(KeyError):
+        started.throw(KeyError("k"))  # raised at the await; the future stays
+    assert not fut.done()
+    with pytest.raises(KeyError):
+        Started(fut).throw(KeyError)
+
+    fut = loop.create_future()
+    task = asyncio.create_task(Started(fut))
+    await asyncio.sleep(0)
+    task.cancel()  # cancels the future it awaits, as for any task
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert fut.cancelled()
+    with pytest.raises(TypeError):
+        Started()
+    with pytest.raises(AttributeError):
+        Started(42)  # not a future: no __await__
+
+
 @pytest.mark.parametrize("buffering", [0, -1], ids=["raw", "buffered"])
 async def test_cancelled_o_direct_reads_keep_the_callers_buffers_until_they_end(
     engine, data_file, buffering

@@ -27,7 +27,7 @@ import functools
 import os
 import select
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from .._proactor import check_loop
@@ -254,9 +254,10 @@ class FileEngine(abc.ABC):
 
     def pread_in_place(
         self, fd: int, buf: Any, offset: int, hint: NowaitHint, off_align: int, mem_align: int
-    ) -> asyncio.Future[int] | None:
+    ) -> Coroutine[Any, Any, int] | None:
         """An O_DIRECT read straight into `buf` at `offset`, started now, by an engine
-        that can: its op's own future, with no coroutine per read. None, with nothing
+        that can: a ``ringio._core.Started`` awaiting its op's future (a native
+        awaitable that is a coroutine to asyncio, with no frame). None, with nothing
         started, where `offset`, `buf`'s length or address is not aligned
         (`off_align`, `mem_align`), or the engine cannot start it here and now: the
         caller then awaits ``pread``.
@@ -265,6 +266,15 @@ class FileEngine(abc.ABC):
         not recall an O_DIRECT read once issued), so a cancelled awaiter cancels the
         future only: the read completes into `buf`, which the engine keeps alive
         until it has. This engine: None."""
+        return None
+
+    def pread_bytes_started(
+        self, fd: int, n: int, offset: int, hint: NowaitHint, off_align: int, mem_align: int
+    ) -> Coroutine[Any, Any, bytes] | None:
+        """An O_DIRECT ``pread(n, offset)`` started now, by an engine that can: the
+        aligned span around the bytes read into a new aligned bounce buffer, and a
+        ``ringio._core.Started`` whose result is the bytes (see ``pread_in_place``).
+        None, with nothing started, elsewhere. This engine: None."""
         return None
 
     @abc.abstractmethod

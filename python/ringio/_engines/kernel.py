@@ -20,7 +20,7 @@ import os
 import select
 import stat
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from .. import _core, _ring_hook
@@ -127,7 +127,7 @@ class KernelEngine(FileEngine):
 
     def pread_in_place(
         self, fd: int, buf: Any, offset: int, hint: NowaitHint, off_align: int, mem_align: int
-    ) -> asyncio.Future[int] | None:
+    ) -> Coroutine[Any, Any, int] | None:
         # Only where pread would queue the op at once: no inline attempt (an O_DIRECT
         # read would wait for the device) and a queue that reads this file correctly.
         if (
@@ -138,6 +138,19 @@ class KernelEngine(FileEngine):
             return None
         return self._proactor.start_pread_in_place(
             fd, buf, offset, off_align, mem_align, self._new_future
+        )
+
+    def pread_bytes_started(
+        self, fd: int, n: int, offset: int, hint: NowaitHint, off_align: int, mem_align: int
+    ) -> Coroutine[Any, Any, bytes] | None:
+        if (
+            hint.read
+            or not (hint.queue_reads or self._queue_reads_correct(fd, hint))
+            or self.closed
+        ):
+            return None
+        return self._proactor.start_pread_bytes(
+            fd, n, offset, off_align, mem_align, self._new_future
         )
 
     async def _read_many(

@@ -43,6 +43,19 @@ class PositionalIO:
                 ready = None
             if ready is not None:
                 return ready
+        elif (
+            self._direct
+            and self._pending is None
+            and self._readable
+            and self._seekable
+            and not self._closed
+            and not self._eng.closed
+        ):
+            started = self._eng.pread_bytes_started(
+                self._fd, n, offset, self._hint, self._off_align, self._dio_align
+            )
+            if started is not None:
+                return started
         return self._pread(n, offset)
 
     async def _pread(self, n: int, offset: int) -> bytes:
