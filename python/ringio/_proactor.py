@@ -133,52 +133,44 @@ class Proactor:
             fut.add_done_callback(lambda f: self._cancel_in_kernel(f, op))
         return fut
 
-    def start_pread_in_place(
-        self, fd: int, buf: Any, offset: int, off_align: int, mem_align: int,
+    def start_direct_read(
+        self, fd: int, target: Any, offset: int, off_align: int, mem_align: int,
         new_future: Callable[[], asyncio.Future[int]],
     ) -> Started | None:
-        """An aligned O_DIRECT read (`offset`, the buffer's length and address
-        multiples of `off_align`, `off_align` and `mem_align`) started at once,
-        queued as ``start(op, watch=False)`` queues it: a ``Started`` awaiting its
-        op's future, with no coroutine frame (see ``FileEngine.pread_in_place``).
-        None, with nothing started, where the read is not aligned, or this thread
-        is not the loop's. The awaiter does not cancel the op in the kernel, which
-        does not recall an O_DIRECT read once issued (kernel AIO answers EINVAL)."""
+        """An O_DIRECT read started at once, queued as ``start(op, watch=False)``
+        queues it, and a ``Started`` awaiting its op's future, with no coroutine
+        frame (see ``FileEngine.start_direct_read``). `target` is a writable buffer
+        to read into in place (the read's count is the result; `offset`, the
+        buffer's length and address must be multiples of `off_align`, `off_align`
+        and `mem_align`), or ``pread``'s size `n` (the aligned span around the bytes
+        is read into a new aligned bounce buffer; the bytes are the result). None,
+        with nothing started, where those do not hold, or this thread is not the
+        loop's. The awaiter does not cancel the op in the kernel, which does not
+        recall an O_DIRECT read once issued (kernel AIO answers EINVAL)."""
         home = self._home
         if self._closed or (home is not None and getattr(home, "_thread_id", None) != _get_ident()):
             return None
-        if offset.__class__ is not int or offset < 0 or offset % off_align:
+        if offset.__class__ is not int or offset < 0:
             return None
+        if target.__class__ is int:
+            if target <= 0:
+                return None
+            start = offset - offset % off_align
+            try:
+                bounce = AlignedBuffer(
+                    -(-(offset + target) // off_align) * off_align - start, mem_align
+                )
+            except (ValueError, MemoryError):
+                return None  # too large: the general path raises it when awaited
+            fut = self.start(pread(fd, bounce, start, data=new_future()), watch=False)
+            return Started(fut, bounce, offset - start, target)
         try:
-            address, n = writable_address(buf)
+            address, n = writable_address(target)
         except (TypeError, BufferError):
             return None  # the general path says what is wrong
-        if n == 0 or n % off_align or address % mem_align:
+        if n == 0 or n % off_align or offset % off_align or address % mem_align:
             return None
-        return Started(self.start(pread(fd, buf, offset, data=new_future()), watch=False))
-
-    def start_pread_bytes(
-        self, fd: int, n: int, offset: int, off_align: int, mem_align: int,
-        new_future: Callable[[], asyncio.Future[int]],
-    ) -> Started | None:
-        """An O_DIRECT ``pread(n, offset)`` started at once, queued as
-        ``start(op, watch=False)`` queues it: the aligned span around the bytes is
-        read into a new aligned bounce buffer, and the ``Started`` returned gives
-        the bytes. None, with nothing started, where `n` or `offset` is not a
-        non-negative int, `n` is 0, or this thread is not the loop's (see
-        ``start_pread_in_place`` for cancellation)."""
-        home = self._home
-        if self._closed or (home is not None and getattr(home, "_thread_id", None) != _get_ident()):
-            return None
-        if n.__class__ is not int or offset.__class__ is not int or n <= 0 or offset < 0:
-            return None
-        start = offset - offset % off_align
-        try:
-            bounce = AlignedBuffer(-(-(offset + n) // off_align) * off_align - start, mem_align)
-        except (ValueError, MemoryError):
-            return None  # too large: the general path raises it when awaited
-        fut = self.start(pread(fd, bounce, start, data=new_future()), watch=False)
-        return Started(fut, bounce, offset - start, n)
+        return Started(self.start(pread(fd, target, offset, data=new_future()), watch=False))
 
     def abandon(self, op: Op) -> None:
         """The awaiter of `op` (started with ``watch=False``) is gone: cancelled, or
@@ -400,14 +392,13 @@ class StagingProactor(Proactor):
             fut.add_done_callback(lambda f: self._cancel_in_kernel(f, op))
         return fut
 
-    def start_pread_in_place(
-        self, fd: int, buf: Any, offset: int, off_align: int, mem_align: int,
+    def start_direct_read(
+        self, fd: int, target: Any, offset: int, off_align: int, mem_align: int,
         new_future: Callable[[], asyncio.Future[int]],
     ) -> Started | None:
-        # Staged by the ring in one native call (the checks, the op, its future), as
-        # start() would stage it: from the loop's thread, with nothing waiting for
-        # room. The op's awaiter does not cancel it in the kernel, which does not
-        # recall an O_DIRECT read once issued anyway.
+        # Staged by the ring in one native call (the checks, the op, its future, a
+        # bounce buffer), as start() would stage it: from the loop's thread, with
+        # nothing waiting for room.
         ring = self._stage_ring
         home = self._home
         if (
@@ -417,31 +408,9 @@ class StagingProactor(Proactor):
             or (home is not None and getattr(home, "_thread_id", None) != _get_ident())
         ):
             return None
+        stage = ring._stage_pread_bytes if target.__class__ is int else ring._stage_pread_in_place
         try:
-            fut = ring._stage_pread_in_place(fd, buf, offset, off_align, mem_align, new_future)
-        except OSError:
-            return None  # nothing was staged: start() reports it, as for any op
-        if fut is not None and not self._flush_scheduled and ring._sq_waiting:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-        return fut
-
-    def start_pread_bytes(
-        self, fd: int, n: int, offset: int, off_align: int, mem_align: int,
-        new_future: Callable[[], asyncio.Future[int]],
-    ) -> Started | None:
-        # As start_pread_in_place, with the bounce buffer made by the ring.
-        ring = self._stage_ring
-        home = self._home
-        if (
-            ring is None
-            or self._queue
-            or self._closed
-            or (home is not None and getattr(home, "_thread_id", None) != _get_ident())
-        ):
-            return None
-        try:
-            started = ring._stage_pread_bytes(fd, n, offset, off_align, mem_align, new_future)
+            started = stage(fd, target, offset, off_align, mem_align, new_future)
         except (OSError, ValueError, MemoryError):
             # Nothing was staged: the general path reports it when awaited.
             return None

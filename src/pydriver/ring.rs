@@ -39,6 +39,31 @@ impl Ring {
         &self.inner
     }
 
+    /// Whether the CQ has room for one more op beyond those in flight.
+    fn has_room(&self) -> bool {
+        self.inner.driver().in_flight() < self.inner.capacity() as usize
+    }
+
+    /// Makes a `pread` of `fd` into `target` at `offset`, with `new_future()` as its
+    /// data, stages it as `_stage` does, and returns a `Started` awaiting the future
+    /// (whose result is the bytes of `bounce` when there is one). The caller checked
+    /// `has_room()`, with the GIL held since, so the op is taken.
+    fn stage_started_read<'py>(
+        &self,
+        py: Python<'py>,
+        fd: &Bound<'py, PyAny>,
+        target: &Bound<'py, PyAny>,
+        offset: i64,
+        new_future: &Bound<'py, PyAny>,
+        bounce: Option<Bounce<'py>>,
+    ) -> PyResult<Py<PyAny>> {
+        let future = new_future.call0()?;
+        let data = Some(future.clone().unbind());
+        let op = crate::op::pread(py, fd, target, offset, 0, None, None, data)?;
+        self.stage(py, Bound::new(py, op)?)?;
+        Ok(crate::started::started(py, &future, bounce)?.unbind())
+    }
+
     /// `_stage`'s body (see there).
     fn stage(&self, py: Python<'_>, op: Bound<'_, Op>) -> PyResult<u8> {
         let mut driver = self.inner.driver();
@@ -124,9 +149,9 @@ impl Ring {
     /// file's `preadinto`): when `offset`, the buffer's length and its address are
     /// aligned (`off_align`, `mem_align`; the buffer not empty) and the CQ has room,
     /// makes the `pread` op, with `new_future()` as its data, stages it as `_stage`
-    /// does and returns a `Started` awaiting the future. Otherwise makes and stages nothing and returns
-    /// None: the caller's general path decides (a bounce buffer, the wait for room,
-    /// the error for a bad argument).
+    /// does and returns a `Started` awaiting the future. Otherwise makes and stages
+    /// nothing and returns None: the caller's general path decides (a bounce
+    /// buffer, the wait for room, the error for a bad argument).
     #[allow(clippy::too_many_arguments)]
     fn _stage_pread_in_place(
         &self,
@@ -154,24 +179,12 @@ impl Ring {
             || (offset as u64) % off_align != 0
             || len % off_align != 0
             || address % mem_align != 0
-            || self.inner.driver().in_flight() >= self.inner.capacity() as usize
+            || !self.has_room()
         {
             return Ok(None);
         }
-        let future = new_future.call0()?;
-        let op = crate::op::pread(
-            py,
-            fd,
-            buf,
-            offset,
-            0,
-            None,
-            None,
-            Some(future.clone().unbind()),
-        )?;
-        // The room was checked above, with the GIL held since: the op is taken.
-        self.stage(py, Bound::new(py, op)?)?;
-        Ok(Some(crate::started::started(py, &future, None)?.unbind()))
+        self.stage_started_read(py, fd, buf, offset, new_future, None)
+            .map(Some)
     }
 
     /// The per-read path of an O_DIRECT `pread(n, offset)`: reads the aligned span
@@ -195,11 +208,7 @@ impl Ring {
         let (Ok(n), Ok(offset)) = (n.extract::<u64>(), offset.extract::<u64>()) else {
             return Ok(None);
         };
-        if n == 0
-            || off_align == 0
-            || !mem_align.is_power_of_two()
-            || self.inner.driver().in_flight() >= self.inner.capacity() as usize
-        {
+        if n == 0 || off_align == 0 || !mem_align.is_power_of_two() || !self.has_room() {
             return Ok(None);
         }
         let start = offset - offset % off_align;
@@ -214,27 +223,14 @@ impl Ring {
             py,
             AlignedBuffer::new((end - start) as isize, Some(mem_align as isize))?,
         )?;
-        let future = new_future.call0()?;
-        let op = crate::op::pread(
-            py,
-            fd,
-            buffer.as_any(),
-            start as i64,
-            0,
-            None,
-            None,
-            Some(future.clone().unbind()),
-        )?;
-        // The room was checked above, with the GIL held since: the op is taken.
-        self.stage(py, Bound::new(py, op)?)?;
+        let target = buffer.clone().into_any();
         let bounce = Bounce {
             buffer,
             skip: (offset - start) as usize,
             n: n as usize,
         };
-        Ok(Some(
-            crate::started::started(py, &future, Some(bounce))?.unbind(),
-        ))
+        self.stage_started_read(py, fd, &target, start as i64, new_future, Some(bounce))
+            .map(Some)
     }
 
     /// Submits the SQEs that `_stage` left waiting (one io_uring_enter, none when

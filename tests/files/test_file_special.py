@@ -203,14 +203,14 @@ async def test_direct_preads_run_concurrently_and_leave_the_position(engine, tmp
 
         eng.pread = counting
         # The reads the engine starts at the call (below) take the general path here.
-        eng.pread_bytes_started = lambda *args: None
+        eng.start_direct_read = lambda *args: None
         try:
             # Aligned and unaligned spans, 32 at once.
             spans = [(i * 4096 + (i % 3) * 7, 4096 - (i % 5) * 100) for i in range(32)]
             got = await asyncio.gather(*(f.pread(n, off) for off, n in spans))
         finally:
             del eng.pread
-            del eng.pread_bytes_started
+            del eng.start_direct_read
         assert got == [payload[off : off + n] for off, n in spans]
         assert high == 32  # no lock between them: the device sees them all at once
         assert await f.tell() == 100

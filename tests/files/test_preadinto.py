@@ -46,22 +46,22 @@ def _cases(seed: int) -> list[tuple[int, int]]:
 
 def _spy_engine_reads(engine, monkeypatch) -> list[object]:
     """Records the exporter of every buffer the engine reads into: by pread, or by
-    an O_DIRECT read it started at once (pread_in_place)."""
+    an O_DIRECT read it started at once (start_direct_read)."""
     targets: list[object] = []
-    real, real_in_place = type(engine).pread, type(engine).pread_in_place
+    real, real_started = type(engine).pread, type(engine).start_direct_read
 
     def spy(self, fd, buf, offset, hint=None, **kw):
         targets.append(memoryview(buf).obj)
         return real(self, fd, buf, offset, hint, **kw)
 
-    def spy_in_place(self, fd, buf, offset, *args):
-        started = real_in_place(self, fd, buf, offset, *args)
+    def spy_started(self, fd, buf, offset, *args):
+        started = real_started(self, fd, buf, offset, *args)
         if started is not None:
             targets.append(memoryview(buf).obj)
         return started
 
     monkeypatch.setattr(type(engine), "pread", spy)
-    monkeypatch.setattr(type(engine), "pread_in_place", spy_in_place)
+    monkeypatch.setattr(type(engine), "start_direct_read", spy_started)
     return targets
 
 

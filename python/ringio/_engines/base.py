@@ -252,29 +252,24 @@ class FileEngine(abc.ABC):
     ) -> int:
         """Reads into `buf` at `offset`; returns the byte count (0 at end of file)."""
 
-    def pread_in_place(
-        self, fd: int, buf: Any, offset: int, hint: NowaitHint, off_align: int, mem_align: int
-    ) -> Coroutine[Any, Any, int] | None:
-        """An O_DIRECT read straight into `buf` at `offset`, started now, by an engine
-        that can: a ``ringio._core.Started`` awaiting its op's future (a native
-        awaitable that is a coroutine to asyncio, with no frame). None, with nothing
-        started, where `offset`, `buf`'s length or address is not aligned
-        (`off_align`, `mem_align`), or the engine cannot start it here and now: the
-        caller then awaits ``pread``.
+    def start_direct_read(
+        self, fd: int, target: Any, offset: int, hint: NowaitHint, off_align: int,
+        mem_align: int,
+    ) -> Coroutine[Any, Any, Any] | None:
+        """An O_DIRECT read started now, by an engine that can: a
+        ``ringio._core.Started`` (a native awaitable that is a coroutine to asyncio,
+        with no frame) awaiting its op's future. `target` is a writable buffer to
+        read into at `offset` (the count is the result), which `offset`, its length
+        and its address must align with (`off_align`, `mem_align`); or ``pread``'s
+        size, whose bytes are read through an aligned bounce buffer of the read's
+        own (the bytes are the result). None, with nothing started, where that does
+        not hold or the engine cannot start it here and now: the caller then takes
+        its general path.
 
         The device reads such a block whether or not anyone waits (the kernel does
         not recall an O_DIRECT read once issued), so a cancelled awaiter cancels the
-        future only: the read completes into `buf`, which the engine keeps alive
-        until it has. This engine: None."""
-        return None
-
-    def pread_bytes_started(
-        self, fd: int, n: int, offset: int, hint: NowaitHint, off_align: int, mem_align: int
-    ) -> Coroutine[Any, Any, bytes] | None:
-        """An O_DIRECT ``pread(n, offset)`` started now, by an engine that can: the
-        aligned span around the bytes read into a new aligned bounce buffer, and a
-        ``ringio._core.Started`` whose result is the bytes (see ``pread_in_place``).
-        None, with nothing started, elsewhere. This engine: None."""
+        future only: the read completes into its buffer, which the engine keeps
+        alive until it has. This engine: None."""
         return None
 
     @abc.abstractmethod

@@ -125,9 +125,10 @@ class KernelEngine(FileEngine):
             self._proactor.abandon(op)
             raise
 
-    def pread_in_place(
-        self, fd: int, buf: Any, offset: int, hint: NowaitHint, off_align: int, mem_align: int
-    ) -> Coroutine[Any, Any, int] | None:
+    def start_direct_read(
+        self, fd: int, target: Any, offset: int, hint: NowaitHint, off_align: int,
+        mem_align: int,
+    ) -> Coroutine[Any, Any, Any] | None:
         # Only where pread would queue the op at once: no inline attempt (an O_DIRECT
         # read would wait for the device) and a queue that reads this file correctly.
         if (
@@ -136,21 +137,8 @@ class KernelEngine(FileEngine):
             or self.closed
         ):
             return None
-        return self._proactor.start_pread_in_place(
-            fd, buf, offset, off_align, mem_align, self._new_future
-        )
-
-    def pread_bytes_started(
-        self, fd: int, n: int, offset: int, hint: NowaitHint, off_align: int, mem_align: int
-    ) -> Coroutine[Any, Any, bytes] | None:
-        if (
-            hint.read
-            or not (hint.queue_reads or self._queue_reads_correct(fd, hint))
-            or self.closed
-        ):
-            return None
-        return self._proactor.start_pread_bytes(
-            fd, n, offset, off_align, mem_align, self._new_future
+        return self._proactor.start_direct_read(
+            fd, target, offset, off_align, mem_align, self._new_future
         )
 
     async def _read_many(

@@ -478,7 +478,7 @@ class AsyncBufferedFile(_BinaryFile):
             and not raw._closed
             and not raw._eng.closed
         ):
-            started = raw._eng.pread_bytes_started(
+            started = raw._eng.start_direct_read(
                 raw._fd, n, offset, raw._hint, raw._off_align, raw._dio_align
             )
             if started is not None:

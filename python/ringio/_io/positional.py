@@ -51,7 +51,7 @@ class PositionalIO:
             and not self._closed
             and not self._eng.closed
         ):
-            started = self._eng.pread_bytes_started(
+            started = self._eng.start_direct_read(
                 self._fd, n, offset, self._hint, self._off_align, self._dio_align
             )
             if started is not None:
@@ -100,7 +100,7 @@ class PositionalIO:
             and not self._eng.closed
         ):
             if self._direct:
-                started = self._eng.pread_in_place(
+                started = self._eng.start_direct_read(
                     self._fd, buffer, offset, self._hint, self._off_align, self._mem_align
                 )
                 if started is not None:
