@@ -17,8 +17,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::pytype::{
-    close_inner, gc_dealloc, gc_heap_type, method, return_self, send_or_stop, slot, take_field,
-    throw_into, traverse,
+    close_inner, coroutine_type, gc_dealloc, send_or_stop, take_field, throw_into, traverse,
+    CoroutineType,
 };
 
 /// What the awaitable reads: `READ` calls `_read_now`/`_read_later`, `READINTO`
@@ -267,52 +267,22 @@ unsafe extern "C" fn deferred_dealloc(slf: *mut ffi::PyObject) {
 
 /// Creates `Deferred` and its kind constants in the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    // CPython keeps pointers into the method table: it must live as long as the
-    // type, so it is leaked once (one module import).
-    let methods: &'static mut [ffi::PyMethodDef] = Box::leak(Box::new([
-        method(
-            c"send",
-            deferred_send,
-            ffi::METH_O,
-            c"send(arg): as a coroutine's.",
-        ),
-        method(
-            c"throw",
-            deferred_throw,
-            ffi::METH_VARARGS,
-            c"throw(exc): as a coroutine's.",
-        ),
-        method(
-            c"close",
-            deferred_close,
-            ffi::METH_NOARGS,
-            c"close(): as a coroutine's.",
-        ),
-        ffi::PyMethodDef::zeroed(),
-    ]));
-    let mut slots = [
-        slot(ffi::Py_tp_new, deferred_new as *mut c_void),
-        slot(ffi::Py_tp_dealloc, deferred_dealloc as *mut c_void),
-        slot(ffi::Py_tp_traverse, deferred_traverse as *mut c_void),
-        slot(ffi::Py_tp_clear, deferred_clear as *mut c_void),
-        slot(ffi::Py_tp_iter, return_self as *mut c_void),
-        slot(ffi::Py_tp_iternext, deferred_next as *mut c_void),
-        slot(ffi::Py_am_await, return_self as *mut c_void),
-        slot(ffi::Py_am_send, deferred_am_send as *mut c_void),
-        slot(ffi::Py_tp_methods, methods.as_mut_ptr() as *mut c_void),
-        slot(
-            ffi::Py_tp_doc,
-            c"Deferred(file, arg, kind): a file read that starts at its first send; see src/deferred.rs."
-                .as_ptr() as *mut c_void,
-        ),
-        slot(0, ptr::null_mut()),
-    ];
-    let tp = gc_heap_type(
-        py,
-        c"ringio._core.Deferred",
-        std::mem::size_of::<Deferred>(),
-        &mut slots,
+    let tp = coroutine_type(
+        m.py(),
+        CoroutineType {
+            name: c"ringio._core.Deferred",
+            doc: c"Deferred(file, arg, kind): a file read that starts at its first send; see src/deferred.rs.",
+            basicsize: std::mem::size_of::<Deferred>(),
+            new: deferred_new,
+            dealloc: deferred_dealloc,
+            traverse: deferred_traverse,
+            clear: deferred_clear,
+            next: deferred_next,
+            am_send: deferred_am_send,
+            send: (deferred_send, c"send(arg): as a coroutine's."),
+            throw: (deferred_throw, c"throw(exc): as a coroutine's."),
+            close: (deferred_close, c"close(): as a coroutine's."),
+        },
     )?;
     m.add("Deferred", tp)?;
     m.add("DEFERRED_READ", READ)?;

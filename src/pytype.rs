@@ -119,6 +119,59 @@ pub unsafe fn take_field(field: *mut *mut ffi::PyObject) -> *mut ffi::PyObject {
     unsafe { std::mem::replace(&mut *field, ptr::null_mut()) }
 }
 
+/// An `am_send` slot: one step of an awaitable, with the yielded or returned value
+/// in the out-parameter.
+pub type AmSend = unsafe extern "C" fn(
+    *mut ffi::PyObject,
+    *mut ffi::PyObject,
+    *mut *mut ffi::PyObject,
+) -> ffi::PySendResult;
+
+/// What a hand-made awaitable that asyncio takes for a coroutine (it has `send`,
+/// `throw` and `close` beside `__await__`: `Ready`, `Deferred`, `Started`) is made
+/// of: its slots and its three methods with their docs.
+pub struct CoroutineType {
+    pub name: &'static CStr,
+    pub doc: &'static CStr,
+    pub basicsize: usize,
+    pub new: ffi::newfunc,
+    pub dealloc: ffi::destructor,
+    pub traverse: ffi::traverseproc,
+    pub clear: ffi::inquiry,
+    pub next: ffi::iternextfunc,
+    pub am_send: AmSend,
+    pub send: (ffi::PyCFunction, &'static CStr),
+    pub throw: (ffi::PyCFunction, &'static CStr),
+    pub close: (ffi::PyCFunction, &'static CStr),
+}
+
+/// The GC-tracked heap type of `spec`: its own iterator and awaitable
+/// (`__iter__` and `__await__` return it).
+pub fn coroutine_type<'py>(py: Python<'py>, spec: CoroutineType) -> PyResult<Bound<'py, PyType>> {
+    // CPython keeps pointers into the method table: it must live as long as the
+    // type, so it is leaked once (one per type, made at module import).
+    let methods: &'static mut [ffi::PyMethodDef] = Box::leak(Box::new([
+        method(c"send", spec.send.0, ffi::METH_O, spec.send.1),
+        method(c"throw", spec.throw.0, ffi::METH_VARARGS, spec.throw.1),
+        method(c"close", spec.close.0, ffi::METH_NOARGS, spec.close.1),
+        ffi::PyMethodDef::zeroed(),
+    ]));
+    let mut slots = [
+        slot(ffi::Py_tp_new, spec.new as *mut c_void),
+        slot(ffi::Py_tp_dealloc, spec.dealloc as *mut c_void),
+        slot(ffi::Py_tp_traverse, spec.traverse as *mut c_void),
+        slot(ffi::Py_tp_clear, spec.clear as *mut c_void),
+        slot(ffi::Py_tp_iter, return_self as *mut c_void),
+        slot(ffi::Py_tp_iternext, spec.next as *mut c_void),
+        slot(ffi::Py_am_await, return_self as *mut c_void),
+        slot(ffi::Py_am_send, spec.am_send as *mut c_void),
+        slot(ffi::Py_tp_methods, methods.as_mut_ptr() as *mut c_void),
+        slot(ffi::Py_tp_doc, spec.doc.as_ptr() as *mut c_void),
+        slot(0, ptr::null_mut()),
+    ];
+    gc_heap_type(py, spec.name, spec.basicsize, &mut slots)
+}
+
 /// `send(arg)` and `__next__` as generators have them, from an `am_send`: the
 /// yielded value, or StopIteration(result) / the error (NULL).
 ///
@@ -128,11 +181,7 @@ pub unsafe fn take_field(field: *mut *mut ffi::PyObject) -> *mut ffi::PyObject {
 pub unsafe fn send_or_stop(
     slf: *mut ffi::PyObject,
     arg: *mut ffi::PyObject,
-    am_send: unsafe extern "C" fn(
-        *mut ffi::PyObject,
-        *mut ffi::PyObject,
-        *mut *mut ffi::PyObject,
-    ) -> ffi::PySendResult,
+    am_send: AmSend,
 ) -> *mut ffi::PyObject {
     // SAFETY: caller's contract.
     unsafe {

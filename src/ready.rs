@@ -19,7 +19,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
 use crate::fastpath;
-use crate::pytype::{gc_dealloc, gc_heap_type, method, return_self, slot, thrown, traverse};
+use crate::pytype::{coroutine_type, gc_dealloc, thrown, traverse, CoroutineType};
 
 /// The type, made once at module import.
 static READY_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -246,51 +246,22 @@ unsafe extern "C" fn ready_dealloc(slf: *mut ffi::PyObject) {
 /// Creates `Ready` and adds it and `pread_ready` to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    // CPython keeps pointers into the method table: it must live as long as the
-    // type, so it is leaked once (one module import).
-    let methods: &'static mut [ffi::PyMethodDef] = Box::leak(Box::new([
-        method(
-            c"send",
-            ready_send,
-            ffi::METH_O,
-            c"send(arg): StopIteration(value).",
-        ),
-        method(
-            c"throw",
-            ready_throw,
-            ffi::METH_VARARGS,
-            c"throw(exc): raises exc.",
-        ),
-        method(
-            c"close",
-            ready_close,
-            ffi::METH_NOARGS,
-            c"close(): drops the value.",
-        ),
-        ffi::PyMethodDef::zeroed(),
-    ]));
-    let mut slots = [
-        slot(ffi::Py_tp_new, ready_new as *mut c_void),
-        slot(ffi::Py_tp_dealloc, ready_dealloc as *mut c_void),
-        slot(ffi::Py_tp_traverse, ready_traverse as *mut c_void),
-        slot(ffi::Py_tp_clear, ready_clear as *mut c_void),
-        slot(ffi::Py_tp_iter, return_self as *mut c_void),
-        slot(ffi::Py_tp_iternext, ready_next as *mut c_void),
-        slot(ffi::Py_am_await, return_self as *mut c_void),
-        slot(ffi::Py_am_send, ready_am_send as *mut c_void),
-        slot(ffi::Py_tp_methods, methods.as_mut_ptr() as *mut c_void),
-        slot(
-            ffi::Py_tp_doc,
-            c"Ready(value): an awaitable that returns value at once; see src/ready.rs.".as_ptr()
-                as *mut c_void,
-        ),
-        slot(0, ptr::null_mut()),
-    ];
-    let tp = gc_heap_type(
+    let tp = coroutine_type(
         py,
-        c"ringio._core.Ready",
-        std::mem::size_of::<Ready>(),
-        &mut slots,
+        CoroutineType {
+            name: c"ringio._core.Ready",
+            doc: c"Ready(value): an awaitable that returns value at once; see src/ready.rs.",
+            basicsize: std::mem::size_of::<Ready>(),
+            new: ready_new,
+            dealloc: ready_dealloc,
+            traverse: ready_traverse,
+            clear: ready_clear,
+            next: ready_next,
+            am_send: ready_am_send,
+            send: (ready_send, c"send(arg): StopIteration(value)."),
+            throw: (ready_throw, c"throw(exc): raises exc."),
+            close: (ready_close, c"close(): drops the value."),
+        },
     )?;
     let _ = READY_TYPE.set(py, tp.clone().unbind());
     m.add("Ready", tp)?;

@@ -23,8 +23,8 @@ use pyo3::types::{PyBytes, PyType};
 
 use crate::buffers::AlignedBuffer;
 use crate::pytype::{
-    close_inner, gc_dealloc, gc_heap_type, method, return_self, send_or_stop, slot, take_field,
-    throw_into, traverse,
+    close_inner, coroutine_type, gc_dealloc, send_or_stop, take_field, throw_into, traverse,
+    CoroutineType,
 };
 
 /// The type, made once at module import.
@@ -271,51 +271,22 @@ unsafe extern "C" fn started_dealloc(slf: *mut ffi::PyObject) {
 /// Creates `Started` in the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    // CPython keeps pointers into the method table: it must live as long as the
-    // type, so it is leaked once (one module import).
-    let methods: &'static mut [ffi::PyMethodDef] = Box::leak(Box::new([
-        method(
-            c"send",
-            started_send,
-            ffi::METH_O,
-            c"send(arg): as a coroutine's.",
-        ),
-        method(
-            c"throw",
-            started_throw,
-            ffi::METH_VARARGS,
-            c"throw(exc): as a coroutine's.",
-        ),
-        method(
-            c"close",
-            started_close,
-            ffi::METH_NOARGS,
-            c"close(): as a coroutine's; the operation goes on.",
-        ),
-        ffi::PyMethodDef::zeroed(),
-    ]));
-    let mut slots = [
-        slot(ffi::Py_tp_new, started_tp_new as *mut c_void),
-        slot(ffi::Py_tp_dealloc, started_dealloc as *mut c_void),
-        slot(ffi::Py_tp_traverse, started_traverse as *mut c_void),
-        slot(ffi::Py_tp_clear, started_clear as *mut c_void),
-        slot(ffi::Py_tp_iter, return_self as *mut c_void),
-        slot(ffi::Py_tp_iternext, started_next as *mut c_void),
-        slot(ffi::Py_am_await, return_self as *mut c_void),
-        slot(ffi::Py_am_send, started_am_send as *mut c_void),
-        slot(ffi::Py_tp_methods, methods.as_mut_ptr() as *mut c_void),
-        slot(
-            ffi::Py_tp_doc,
-            c"Started(future): the awaitable of an operation started at the call; see src/started.rs."
-                .as_ptr() as *mut c_void,
-        ),
-        slot(0, ptr::null_mut()),
-    ];
-    let tp = gc_heap_type(
+    let tp = coroutine_type(
         py,
-        c"ringio._core.Started",
-        std::mem::size_of::<Started>(),
-        &mut slots,
+        CoroutineType {
+            name: c"ringio._core.Started",
+            doc: c"Started(future): the awaitable of an operation started at the call; see src/started.rs.",
+            basicsize: std::mem::size_of::<Started>(),
+            new: started_tp_new,
+            dealloc: started_dealloc,
+            traverse: started_traverse,
+            clear: started_clear,
+            next: started_next,
+            am_send: started_am_send,
+            send: (started_send, c"send(arg): as a coroutine's."),
+            throw: (started_throw, c"throw(exc): as a coroutine's."),
+            close: (started_close, c"close(): as a coroutine's; the operation goes on."),
+        },
     )?;
     let _ = STARTED_TYPE.set(py, tp.clone().unbind());
     m.add("Started", tp)?;
