@@ -50,6 +50,20 @@ from ._core import (
 from ._core.uring import STAGE_FULL, STAGE_WAITING
 
 
+def aligned_in_place(buffer: Any, offset: int, off_align: int, mem_align: int) -> bool:
+    """Whether an O_DIRECT read at `offset` may go straight into `buffer`: a
+    writable, C-contiguous buffer, not empty, whose address (`mem_align`), length
+    and `offset` (`off_align`) are aligned. False for anything else: the caller's
+    general path says what is wrong, if anything."""
+    if offset.__class__ is not int or offset < 0:
+        return False
+    try:
+        address, n = writable_address(buffer)
+    except (TypeError, BufferError):
+        return False
+    return n > 0 and not (offset % off_align or n % off_align or address % mem_align)
+
+
 class Engine(Protocol):
     maxevents: int
     in_flight: int
@@ -150,9 +164,9 @@ class Proactor:
         home = self._home
         if self._closed or (home is not None and getattr(home, "_thread_id", None) != _get_ident()):
             return None
-        if offset.__class__ is not int or offset < 0:
-            return None
         if target.__class__ is int:
+            if offset.__class__ is not int or offset < 0:
+                return None
             if target <= 0:
                 return None
             start = offset - offset % off_align
@@ -164,11 +178,7 @@ class Proactor:
                 return None  # too large: the general path raises it when awaited
             fut = self.start(pread(fd, bounce, start, data=new_future()), watch=False)
             return Started(fut, bounce, offset - start, target)
-        try:
-            address, n = writable_address(target)
-        except (TypeError, BufferError):
-            return None  # the general path says what is wrong
-        if n == 0 or n % off_align or offset % off_align or address % mem_align:
+        if not aligned_in_place(target, offset, off_align, mem_align):
             return None
         return Started(self.start(pread(fd, target, offset, data=new_future()), watch=False))
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._core import (
-    AlignedBuffer,
-    writable_address,
-)
+from .._core import AlignedBuffer
 from .._engines.many import read_span
+from .._proactor import aligned_in_place
 
 
 class DirectIO:
@@ -70,11 +68,4 @@ class DirectIO:
     def _in_place(self, buffer: Any, offset: int) -> bool:
         """Whether a read at `offset` may go straight into `buffer`: not empty, and its
         address, its length and `offset` aligned."""
-        if offset.__class__ is not int or offset < 0:
-            return False
-        try:
-            address, n = writable_address(buffer)
-        except (TypeError, BufferError):
-            return False  # the caller's own checks say what is wrong
-        a = self._off_align
-        return n > 0 and not (offset % a or n % a or address % self._mem_align)
+        return aligned_in_place(buffer, offset, self._off_align, self._mem_align)
