@@ -26,7 +26,6 @@ Semantics (the same as ``depth`` tasks calling ``pread``):
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import operator
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -95,17 +94,9 @@ def reads_in_place(
     return (
         n % a == 0
         and n % mem == 0
-        and _address(out) % mem == 0
+        and _core.writable_address(out)[0] % mem == 0
         and not any(o % a for o in offsets)
     )
-
-
-def _address(view: memoryview) -> int:
-    c = (ctypes.c_char * len(view)).from_buffer(view)
-    try:
-        return ctypes.addressof(c)
-    finally:
-        del c  # releases the export, or the caller's buffer could not be resized
 
 
 def lane_buffer(n: int, align: tuple[int, int] | None) -> Any:
