@@ -469,18 +469,8 @@ class AsyncBufferedFile(_BinaryFile):
                 ready = None
             if ready is not None:
                 return ready
-        elif (
-            raw._direct
-            and not self._wbuf
-            and raw._pending is None
-            and raw._readable
-            and raw._seekable
-            and not raw._closed
-            and not raw._eng.closed
-        ):
-            started = raw._eng.start_direct_read(
-                raw._fd, n, offset, raw._hint, raw._off_align, raw._dio_align
-            )
+        elif raw._direct and not self._wbuf:
+            started = raw._start_direct_pread(n, offset)
             if started is not None:
                 return started
         return self._pread(n, offset)

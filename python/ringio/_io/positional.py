@@ -43,20 +43,27 @@ class PositionalIO:
                 ready = None
             if ready is not None:
                 return ready
-        elif (
-            self._direct
-            and self._pending is None
+        elif self._direct:
+            started = self._start_direct_pread(n, offset)
+            if started is not None:
+                return started
+        return self._pread(n, offset)
+
+    def _start_direct_pread(self, n: int, offset: int) -> Coroutine[Any, Any, bytes] | None:
+        """An O_DIRECT ``pread`` started now by the engine (see
+        ``FileEngine.start_direct_read``), where nothing is due before it and the
+        file can read; None, with nothing started, elsewhere."""
+        if (
+            self._pending is None
             and self._readable
             and self._seekable
             and not self._closed
             and not self._eng.closed
         ):
-            started = self._eng.start_direct_read(
+            return self._eng.start_direct_read(
                 self._fd, n, offset, self._hint, self._off_align, self._dio_align
             )
-            if started is not None:
-                return started
-        return self._pread(n, offset)
+        return None
 
     async def _pread(self, n: int, offset: int) -> bytes:
         self._check_readable()
