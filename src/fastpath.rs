@@ -18,14 +18,18 @@ const RELEASE_GIL_FROM: usize = 64 * 1024;
 /// from the page cache, no zero-fill, no second buffer. Returns None where the data
 /// is not (all) cached (EAGAIN: the caller goes through the kernel queue instead); raises
 /// the kernel's OSError otherwise (EOPNOTSUPP where the file cannot do RWF_NOWAIT).
+/// `memory`: the caller knows the file is on a memory filesystem (see
+/// `memory_backed`), so the read is a plain one, one call.
 #[pyfunction]
+#[pyo3(signature = (fd, n, offset, memory=false))]
 pub fn pread_nowait(
     py: Python<'_>,
     fd: RawFd,
     n: usize,
     offset: i64,
+    memory: bool,
 ) -> PyResult<Option<Py<PyBytes>>> {
-    Ok(read_cached(py, fd, n, offset)?.map(Bound::unbind))
+    Ok(read_cached(py, fd, n, offset, memory)?.map(Bound::unbind))
 }
 
 /// `pread_nowait` into a writable buffer: the byte count when the page cache held
@@ -33,18 +37,20 @@ pub fn pread_nowait(
 /// not (the buffer may then hold some of the bytes: the caller reads again through
 /// the kernel queue, which overwrites them).
 #[pyfunction]
+#[pyo3(signature = (fd, buffer, offset, memory=false))]
 pub fn preadinto_nowait(
     py: Python<'_>,
     fd: RawFd,
     buffer: &Bound<'_, PyAny>,
     offset: i64,
+    memory: bool,
 ) -> PyResult<Option<usize>> {
     check(py, fd, offset)?;
     let view = View::writable(buffer)?;
     let (addr, n) = (view.ptr() as usize, view.len());
     // SAFETY: `view` keeps the buffer exported, and writable for `n` bytes at
     // `addr`, until it is dropped after the read.
-    let read = move || unsafe { fill_nowait(fd, addr, n, offset) };
+    let read = move || unsafe { fill_nowait(fd, addr, n, offset, memory) };
     let res = if n >= RELEASE_GIL_FROM {
         py.detach(read)
     } else {
@@ -69,19 +75,59 @@ fn check(py: Python<'_>, fd: RawFd, offset: i64) -> PyResult<()> {
     Ok(())
 }
 
+/// tmpfs (shmem: /dev/shm, and /tmp on many distributions) and ramfs, as
+/// `statfs.f_type` reports them.
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+const RAMFS_MAGIC: i64 = 0x8584_58f6;
+
+/// Whether `fd` is a regular file of a memory filesystem (tmpfs, ramfs). Such a
+/// file refuses RWF_NOWAIT (EOPNOTSUPP, Linux 6.18), and io_uring hands every read
+/// of it to a kernel worker thread, yet a plain read of it waits for no device: its
+/// pages are memory (a tmpfs page swapped out is the one wait it can make, as a
+/// major fault of the caller's own memory would be). Its reads are therefore made
+/// inline without the flag. Regular files only: /dev is a devtmpfs, which reports
+/// tmpfs's type, and a terminal there refuses RWF_NOWAIT too but may wait forever.
+fn memory_backed(fd: RawFd) -> bool {
+    // SAFETY: all-zero is a valid statfs, and fstatfs fills it in; `fs` is owned
+    // by this frame and outlives the call.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `fs` is a writable statfs.
+    if unsafe { libc::fstatfs(fd, &mut fs) } < 0 {
+        return false;
+    }
+    if !matches!(fs.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC) {
+        return false;
+    }
+    // SAFETY: as above, for a stat that fstat fills in.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a writable stat owned by this frame.
+    unsafe { libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG }
+}
+
 /// Fills `n` bytes at `addr` from `fd` at `offset` with `preadv2(RWF_NOWAIT)`:
 /// Ok(Some(count)) when all were read or the file ended first, Ok(None) where the
 /// cache stops (EAGAIN, before or after some bytes), Err(errno) for an error before
 /// any byte. A read that comes back short is either at the end of the file or only
 /// partly cached: reading on tells which (0 at EOF, EAGAIN where the cache stops). A
 /// partly cached range is left to the caller's queue, so that a result is short
-/// only at the end of the file, as a blocking pread's is.
+/// only at the end of the file, as a blocking pread's is. A file of a memory
+/// filesystem (`memory_backed`) is read without the flag: its refusal of it
+/// (EOPNOTSUPP) costs one failed call and an fstatfs per read, against a kernel
+/// worker's wake-up per read through the queue; a caller that knows (`memory`)
+/// saves them.
 ///
 /// # Safety
 /// `addr..addr + n` must be writable memory that nothing else reads or writes
 /// during the call.
-unsafe fn fill_nowait(fd: RawFd, addr: usize, n: usize, offset: i64) -> Result<Option<usize>, i32> {
+unsafe fn fill_nowait(
+    fd: RawFd,
+    addr: usize,
+    n: usize,
+    offset: i64,
+    memory: bool,
+) -> Result<Option<usize>, i32> {
     let mut got = 0usize;
+    let mut flags = if memory { 0 } else { libc::RWF_NOWAIT };
     loop {
         let iov = libc::iovec {
             iov_base: (addr + got) as *mut libc::c_void,
@@ -89,9 +135,13 @@ unsafe fn fill_nowait(fd: RawFd, addr: usize, n: usize, offset: i64) -> Result<O
         };
         // SAFETY: `iov` describes the `n - got` writable bytes left (the caller's
         // contract).
-        let r = unsafe { libc::preadv2(fd, &iov, 1, offset + got as i64, libc::RWF_NOWAIT) };
+        let r = unsafe { libc::preadv2(fd, &iov, 1, offset + got as i64, flags) };
         if r < 0 {
             let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            if errno == libc::EOPNOTSUPP && flags != 0 && memory_backed(fd) {
+                flags = 0;
+                continue;
+            }
             return match errno {
                 libc::EAGAIN => Ok(None),
                 _ if got > 0 => Ok(Some(got)),
@@ -111,6 +161,7 @@ pub fn read_cached<'py>(
     fd: RawFd,
     n: usize,
     offset: i64,
+    memory: bool,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
     check(py, fd, offset)?;
     let len = ffi::Py_ssize_t::try_from(n)
@@ -125,7 +176,7 @@ pub fn read_cached<'py>(
     let data = unsafe { ffi::PyBytes_AsString(obj.as_ptr()) } as usize;
     // SAFETY: the unshared bytes object holds `n` writable bytes at `data` and
     // outlives the call (`obj` is held in this frame).
-    let read = move || unsafe { fill_nowait(fd, data, n, offset) };
+    let read = move || unsafe { fill_nowait(fd, data, n, offset, memory) };
     let res = if n >= RELEASE_GIL_FROM {
         py.detach(read)
     } else {

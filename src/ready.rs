@@ -54,13 +54,15 @@ pub fn ready<'py>(py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound<'
 /// the read would wait for the device. Raises the kernel's OSError otherwise
 /// (EOPNOTSUPP where the file cannot do RWF_NOWAIT). See `pread_nowait`.
 #[pyfunction]
+#[pyo3(signature = (fd, n, offset, memory=false))]
 pub fn pread_ready<'py>(
     py: Python<'py>,
     fd: i32,
     n: usize,
     offset: i64,
+    memory: bool,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    match fastpath::read_cached(py, fd, n, offset)? {
+    match fastpath::read_cached(py, fd, n, offset, memory)? {
         Some(data) => Ok(Some(ready(py, data.into_any())?)),
         None => Ok(None),
     }
@@ -72,13 +74,15 @@ pub fn pread_ready<'py>(
 /// hold some of the bytes, which the caller's queued read overwrites). See
 /// `preadinto_nowait`.
 #[pyfunction]
+#[pyo3(signature = (fd, buffer, offset, memory=false))]
 pub fn preadinto_ready<'py>(
     py: Python<'py>,
     fd: i32,
     buffer: &Bound<'py, PyAny>,
     offset: i64,
+    memory: bool,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    match fastpath::preadinto_nowait(py, fd, buffer, offset)? {
+    match fastpath::preadinto_nowait(py, fd, buffer, offset, memory)? {
         Some(count) => Ok(Some(ready(py, count.into_pyobject(py)?.into_any())?)),
         None => Ok(None),
     }

@@ -429,19 +429,25 @@ def direct_file(tmp_path: Path):
 def _spy_inline_reads(monkeypatch) -> list[int]:
     """Records the fds of every preadv2(RWF_NOWAIT) attempt, from Python or Rust."""
     seen: list[int] = []
-    real_preadv, real_nowait = os.preadv, ringio._core.pread_nowait
+    real_preadv = os.preadv
+    real_nowait, real_into = ringio._core.pread_nowait, ringio._core.preadinto_nowait
 
     def preadv(fd, buffers, offset, flags=0):
         if flags & os.RWF_NOWAIT:
             seen.append(fd)
         return real_preadv(fd, buffers, offset, flags)
 
-    def pread_nowait(fd, n, offset):
+    def pread_nowait(fd, n, offset, memory=False):
         seen.append(fd)
-        return real_nowait(fd, n, offset)
+        return real_nowait(fd, n, offset, memory)
+
+    def preadinto_nowait(fd, buffer, offset, memory=False):
+        seen.append(fd)
+        return real_into(fd, buffer, offset, memory)
 
     monkeypatch.setattr(os, "preadv", preadv)
     monkeypatch.setattr(ringio._core, "pread_nowait", pread_nowait)
+    monkeypatch.setattr(ringio._core, "preadinto_nowait", preadinto_nowait)
     return seen
 
 

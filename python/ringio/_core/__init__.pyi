@@ -194,11 +194,13 @@ class LineIter:
     def __iter__(self) -> LineIter: ...
     def __next__(self) -> Any: ...
 
-def pread_nowait(fd: int, n: int, offset: int) -> bytes | None:
+def pread_nowait(fd: int, n: int, offset: int, memory: bool = False) -> bytes | None:
     """``preadv2(fd, n, offset, RWF_NOWAIT)`` into a new bytes: None where the data
     is not all cached (the caller then goes through the kernel queue); raises the
-    kernel's OSError otherwise."""
-def preadinto_nowait(fd: int, buffer: Buffer, offset: int) -> int | None:
+    kernel's OSError otherwise. A file of a memory filesystem (tmpfs, ramfs), which
+    refuses RWF_NOWAIT, is read without it; `memory` says the caller knows it is one
+    (one call instead of three)."""
+def preadinto_nowait(fd: int, buffer: Buffer, offset: int, memory: bool = False) -> int | None:
     """``pread_nowait`` into a writable buffer: the byte count when the cache held
     all of it (less only at the end of the file), else None."""
 
@@ -259,10 +261,12 @@ class Started(Coroutine[Any, Any, _T]):
     ) -> Any: ...
     def close(self) -> None: ...
 
-def pread_ready(fd: int, n: int, offset: int) -> Ready[bytes] | None:
+def pread_ready(fd: int, n: int, offset: int, memory: bool = False) -> Ready[bytes] | None:
     """``pread_nowait``'s bytes as a ``Ready``, or None where they are not all cached."""
 
-def preadinto_ready(fd: int, buffer: Buffer, offset: int) -> Ready[int] | None:
+def preadinto_ready(
+    fd: int, buffer: Buffer, offset: int, memory: bool = False
+) -> Ready[int] | None:
     """``preadinto_nowait``'s count as a ``Ready``, or None where the bytes are not
     all cached."""
 

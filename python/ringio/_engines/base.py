@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from .._proactor import check_loop
-from .inline import open_inline, stat_inline
+from .inline import on_memory_filesystem, open_inline, stat_inline
 from .many import check_many, deliver, lane_buffer, read_span, reads_in_place, split_target
 
 T = TypeVar("T")
@@ -49,14 +49,17 @@ def check_offset(offset: int) -> None:
 
 
 class NowaitHint:
-    """Per-file memory of whether inline RWF_NOWAIT attempts are worth making, and
-    of whether the kernel queue reads the file correctly (None: not checked yet)."""
+    """Per-file memory of whether inline RWF_NOWAIT attempts are worth making, of
+    whether the file is on a memory filesystem (its inline reads are plain reads: see
+    ``inline.on_memory_filesystem``), and of whether the kernel queue reads the file
+    correctly (None: not checked yet)."""
 
-    __slots__ = ("queue_reads", "read", "write")
+    __slots__ = ("memory", "queue_reads", "read", "write")
 
-    def __init__(self, read: bool = True, write: bool = True) -> None:
+    def __init__(self, read: bool = True, write: bool = True, memory: bool = False) -> None:
         self.read = read
         self.write = write
+        self.memory = memory
         self.queue_reads: bool | None = None
 
 
@@ -237,7 +240,9 @@ class FileEngine(abc.ABC):
                 direct = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
             except OSError:
                 return NowaitHint(read=True, write=False)  # the read reports EBADF
-            hint = self._fd_hints[fd] = NowaitHint(read=not direct, write=False)
+            hint = self._fd_hints[fd] = NowaitHint(
+                read=not direct, write=False, memory=not direct and on_memory_filesystem(fd)
+            )
         return hint
 
     def forget_fd(self, fd: int) -> None:

@@ -7,7 +7,9 @@ completions settled in batches from the eventfd).
 Fast path: a buffered read of cached data is first tried inline with
 ``preadv2(RWF_NOWAIT)``; only when the kernel says it would block (EAGAIN) does it
 go through the queue. Never on an O_DIRECT file (the engine's per-fd hint, see
-``FileEngine.nowait_hint``): there the inline read would wait for the device.
+``FileEngine.nowait_hint``): there the inline read would wait for the device. A file
+of a memory filesystem (tmpfs, ramfs) refuses RWF_NOWAIT but waits for no device:
+``_core.preadinto_nowait`` reads it inline without the flag.
 Writes likewise try ``pwritev2(RWF_NOWAIT)`` (with a caller's hint) until the
 filesystem says it cannot (ext4: EOPNOTSUPP), which the file's hint remembers.
 """
@@ -109,11 +111,13 @@ class KernelEngine(FileEngine):
         nowait = hint or self._fd_hints.get(fd) or self.nowait_hint(fd)
         if nowait.read:
             try:
-                return os.preadv(fd, [buf], offset, _NOWAIT)
-            except BlockingIOError:
-                pass  # not cached: the kernel queue does it without blocking us
+                got = _core.preadinto_nowait(fd, buf, offset, nowait.memory)
             except OSError as e:
                 _inline_read_refused(e, nowait)
+            else:
+                if got is not None:
+                    return got
+                # Not (all) cached: the kernel queue reads it without blocking us.
         if (hint is None or not hint.queue_reads) and not self._queue_reads_correct(fd, hint):
             return await self._tracked(outcome, os.preadv, fd, [buf], offset)
         op = _core.pread(fd, buf, offset, data=self._new_future())
@@ -154,7 +158,7 @@ class KernelEngine(FileEngine):
             # Cached data first, inline (as pread and pread_bytes do): only what the
             # page cache lacks goes to the kernel queue.
             try:
-                todo = self._read_cached(fd, n, offs, out, results)
+                todo = self._read_cached(fd, n, offs, out, results, nowait.memory)
             except OSError as e:
                 _inline_read_refused(e, nowait)
         many = ManyReads(self, fd, n, offs, out, results, todo, align, min(depth, len(todo)))
@@ -162,23 +166,21 @@ class KernelEngine(FileEngine):
 
     @staticmethod
     def _read_cached(
-        fd: int, n: int, offs: list[int], out: memoryview | None, results: list[Any]
+        fd: int, n: int, offs: list[int], out: memoryview | None, results: list[Any],
+        memory: bool,
     ) -> list[int]:
         """Reads what the page cache holds; returns the indices of the others."""
         todo = []
         if out is None:
             for i, off in enumerate(offs):
-                data = _core.pread_nowait(fd, n, off)
+                data = _core.pread_nowait(fd, n, off, memory)
                 if data is None:
                     todo.append(i)
                 else:
                     results[i] = data
             return todo
         for i, off in enumerate(offs):
-            try:
-                got = os.preadv(fd, [out[i * n : i * n + n]], off, _NOWAIT)
-            except BlockingIOError:
-                got = -1
+            got = _core.preadinto_nowait(fd, out[i * n : i * n + n], off, memory)
             if got == n:
                 results[i] = got
             else:
@@ -204,7 +206,7 @@ class KernelEngine(FileEngine):
         nowait = hint or self._fd_hints.get(fd) or self.nowait_hint(fd)
         if nowait.read:
             try:
-                data = _core.pread_nowait(fd, n, offset)
+                data = _core.pread_nowait(fd, n, offset, nowait.memory)
             except OSError as e:
                 _inline_read_refused(e, nowait)
             else:
@@ -223,7 +225,9 @@ class KernelEngine(FileEngine):
         self._check_open()
         if hint is not None and hint.write:
             try:
-                return os.pwritev(fd, [data], offset, _NOWAIT)
+                # A file of a memory filesystem is written with a plain call (see
+                # ``inline.on_memory_filesystem``): it refuses RWF_NOWAIT.
+                return os.pwritev(fd, [data], offset, 0 if hint.memory else _NOWAIT)
             except BlockingIOError:
                 pass
             except OSError as e:

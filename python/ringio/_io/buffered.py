@@ -464,7 +464,7 @@ class AsyncBufferedFile(_BinaryFile):
             and not raw._eng.closed
         ):
             try:
-                ready = pread_ready(raw._fd, n, offset)
+                ready = pread_ready(raw._fd, n, offset, raw._hint.memory)
             except Exception:  # the engine's path below says what is wrong
                 ready = None
             if ready is not None:

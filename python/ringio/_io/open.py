@@ -18,6 +18,7 @@ from .. import _engines
 from .._core import (
     dio_alignment,
 )
+from .._engines.inline import on_memory_filesystem
 from .base import DEFAULT_BUFFER_SIZE, DIO_FALLBACK
 from .buffered import AsyncBufferedFile
 from .raw import AsyncFileIO
@@ -236,6 +237,7 @@ async def _open(
             fd, file, raw_mode, readable=readable, writable=writable, append=kind == "a",
             closefd=closefd, seekable=seekable, pos=pos, direct=direct, isatty=is_tty,
             engine=eng,
+            memory=stat.S_ISREG(st.st_mode) and not direct and on_memory_filesystem(fd),
         )  # fmt: skip
         if not buffering:
             return raw

@@ -36,7 +36,7 @@ class PositionalIO:
             and not self._eng.closed
         ):
             try:
-                ready = pread_ready(self._fd, n, offset)
+                ready = pread_ready(self._fd, n, offset, self._hint.memory)
             except Exception:
                 # Bad arguments, or a file that refuses RWF_NOWAIT: the engine's
                 # path below says so, or remembers the refusal.
@@ -117,7 +117,7 @@ class PositionalIO:
                     return self._eng.pread(self._fd, buffer, offset, self._hint)
             elif self._inline_reads and self._hint.read:
                 try:
-                    ready = preadinto_ready(self._fd, buffer, offset)
+                    ready = preadinto_ready(self._fd, buffer, offset, self._hint.memory)
                 except Exception:
                     # Bad arguments, or a file that refuses RWF_NOWAIT: the path
                     # below says so, or remembers the refusal.

@@ -48,7 +48,7 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
     def __init__(
         self, fd: int, name: Any, mode: str, *, readable: bool, writable: bool,
         append: bool, closefd: bool, seekable: bool, pos: int, direct: bool,
-        isatty: bool, engine: _engines.FileEngine,
+        isatty: bool, engine: _engines.FileEngine, memory: bool = False,
     ) -> None:  # fmt: skip
         self._fd = fd
         self.name = name
@@ -62,7 +62,9 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
         self._closed = False
         self._eng = engine
         self._direct = direct
-        self._hint = _engines.NowaitHint(read=not direct, write=not direct)
+        # memory: a regular file of tmpfs or ramfs, read and written inline with
+        # plain calls (see ``_engines.inline.on_memory_filesystem``).
+        self._hint = _engines.NowaitHint(read=not direct, write=not direct, memory=memory)
         # Whether cached reads may be served inline, without a coroutine (the
         # engine's hint, ``_hint.read``, may still turn them off at run time).
         self._inline_reads = readable and not direct and engine.inline_reads
@@ -325,7 +327,7 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
         if type(size) is int and size >= 0 and self._may_read_inline():
             pos: int = self._pos  # type: ignore[assignment]
             try:
-                data = pread_nowait(self._fd, size, pos)
+                data = pread_nowait(self._fd, size, pos, self._hint.memory)
             except Exception:  # the coroutine says what is wrong
                 return None
             if data is not None:
@@ -338,7 +340,7 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
         if self._may_read_inline():
             pos: int = self._pos  # type: ignore[assignment]
             try:
-                got = preadinto_nowait(self._fd, buffer, pos)
+                got = preadinto_nowait(self._fd, buffer, pos, self._hint.memory)
             except Exception:  # a read-only buffer: the coroutine says so
                 return None
             if got is not None:
