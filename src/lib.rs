@@ -69,6 +69,13 @@ fn _enter_count() -> u64 {
     ring::enter::enter_count()
 }
 
+/// Kernel AIO contexts this process keeps for its next engines (tests; see
+/// `aio::spare_count`).
+#[pyfunction]
+fn _aio_spare_count() -> usize {
+    aio::spare_count()
+}
+
 /// Adds `ringio._core.NAME`, filled in by `fill`, and registers it in `sys.modules`
 /// so that `import ringio._core.NAME` and `from ringio._core.NAME import X` find it
 /// (an extension module's submodules are attributes, not packages, otherwise).
@@ -149,6 +156,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
     m.add_function(wrap_pyfunction!(fs_type, m)?)?;
     m.add_function(wrap_pyfunction!(_enter_count, m)?)?;
+    m.add_function(wrap_pyfunction!(_aio_spare_count, m)?)?;
     m.add(
         "PartialSubmitError",
         py.get_type::<errors::PartialSubmitError>(),

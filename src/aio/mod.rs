@@ -19,10 +19,63 @@ pub struct AioEngine {
     live: bool,
 }
 
+/// Contexts of this process whose engine shut down with nothing in flight, kept
+/// for the next engine of the same size: `io_destroy` waits for an RCU grace period
+/// (30-48 ms here, 2026-11-27, every time), which every `asyncio.run` on the aio
+/// engine paid at its end. A kept context has no op in flight and an empty
+/// completion ring, so a new engine starts from what `io_setup` would have given
+/// it. Each holds its events of `fs.aio-max-nr` until reused or the process exits;
+/// at most `SPARES_KEPT` are kept (see `keep_spare`). Entries carry the pid that
+/// made them: a forked child has none of its parent's contexts (the kernel ties
+/// them to the address space), so it never takes one.
+static SPARES: std::sync::Mutex<Vec<Spare>> = std::sync::Mutex::new(Vec::new());
+const SPARES_KEPT: usize = 4;
+
+struct Spare {
+    ctx: AioContextId,
+    maxevents: u32,
+    pid: u32,
+}
+
+/// A kept context of `maxevents` events made by this process, if any.
+fn take_spare(maxevents: u32) -> Option<AioContextId> {
+    let pid = std::process::id();
+    let mut spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
+    spares.retain(|s| s.pid == pid);
+    let i = spares.iter().position(|s| s.maxevents == maxevents)?;
+    Some(spares.swap_remove(i).ctx)
+}
+
+/// Keeps `ctx` for a later engine. With `SPARES_KEPT` kept already, the one kept
+/// longest gives way (the sizes in use lately are the likeliest to come again) and
+/// is returned, for the caller to destroy outside the lock.
+fn keep_spare(ctx: AioContextId, maxevents: u32) -> Option<AioContextId> {
+    let pid = std::process::id();
+    let mut spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
+    spares.retain(|s| s.pid == pid);
+    let oldest = (spares.len() >= SPARES_KEPT).then(|| spares.remove(0).ctx);
+    spares.push(Spare {
+        ctx,
+        maxevents,
+        pid,
+    });
+    oldest
+}
+
+/// How many contexts this process keeps for reuse now (tests).
+pub fn spare_count() -> usize {
+    let pid = std::process::id();
+    let spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
+    spares.iter().filter(|s| s.pid == pid).count()
+}
+
 impl AioEngine {
     pub fn new(maxevents: u32) -> io::Result<Self> {
         let eventfd = crate::sys::eventfd()?;
-        let ctx = abi::io_setup(maxevents)?;
+        let ctx = match take_spare(maxevents) {
+            Some(ctx) => ctx,
+            None => abi::io_setup(maxevents)?,
+        };
         Ok(Self {
             ctx,
             eventfd: Some(eventfd),
@@ -184,11 +237,25 @@ impl Engine for AioEngine {
         self.eventfd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
     }
 
-    fn shutdown(&mut self, _in_flight: usize, _out: &mut Vec<RawCompletion>) -> io::Result<()> {
+    fn shutdown(&mut self, in_flight: usize, out: &mut Vec<RawCompletion>) -> io::Result<()> {
         if !self.live {
             return Ok(());
         }
         self.live = false;
+        if in_flight == 0 {
+            // Nothing in flight, so nothing can complete into the ring any more; a
+            // completion still in it (none is expected: every reaped op left the
+            // count) sends the context to io_destroy instead.
+            let before = out.len();
+            if self.reap_now(out, 1).is_ok() && out.len() == before {
+                self.eventfd = None;
+                if let Some(given_way) = keep_spare(self.ctx, self.maxevents) {
+                    // Idle too: only the grace period's wait is left to it.
+                    return abi::io_destroy(given_way);
+                }
+                return Ok(());
+            }
+        }
         // io_destroy cancels what it can and blocks until the rest has completed;
         // only then can nothing signal the eventfd any more.
         let res = abi::io_destroy(self.ctx);

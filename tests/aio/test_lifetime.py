@@ -94,3 +94,79 @@ def test_many_rounds_do_not_leak_fds_or_threads(data_file):
             ctx.submit([aio.pread(fd, bytearray(64), 0) for _ in range(8)])
             ctx.get_events(8, timeout=5)
     assert len(os.listdir("/proc/self/fd")) == fds_before
+
+
+def _read_back(ctx, fd, payload):
+    buf = bytearray(16)
+    assert ctx.submit([aio.pread(fd, buf, 0)]) == 1
+    [done] = ctx.get_events(1, timeout=5)
+    assert done.res == min(16, len(payload))
+    assert bytes(buf[: done.res]) == payload[:16]
+
+
+def test_a_context_closed_idle_is_kept_and_serves_the_next_one(data_file):
+    """io_destroy waits for an RCU grace period (tens of ms): an idle context is kept
+    for the next Context of its size instead, which then works as a new one."""
+    from ringio import _core
+
+    fd, payload = data_file
+    with aio.Context(37) as first:
+        _read_back(first, fd, payload)
+    kept = _core._aio_spare_count()
+    assert kept >= 1
+    with aio.Context(37) as second:
+        assert _core._aio_spare_count() == kept - 1  # taken, not made anew
+        assert second.in_flight == 0
+        assert second.reap() == []  # nothing of the first context's is left in it
+        _read_back(second, fd, payload)
+        with aio.Context(38) as other_size:  # a size of its own: a new context
+            assert _core._aio_spare_count() == kept - 1
+            _read_back(other_size, fd, payload)
+
+
+def test_a_context_closed_with_ops_in_flight_is_destroyed_not_kept():
+    from ringio import _core
+
+    r, w = socket.socketpair()
+    try:
+        base = _core._aio_spare_count()
+        ctx = aio.Context(41)
+        ctx.submit([aio.poll(r, select.POLLIN)])
+        assert ctx.in_flight == 1
+        ctx.close()
+        assert _core._aio_spare_count() == base  # none kept, none given way
+        with aio.Context(41) as again:
+            assert again.reap() == []
+    finally:
+        r.close()
+        w.close()
+
+
+def test_no_more_than_a_few_contexts_are_kept(data_file):
+    from ringio import _core
+
+    contexts = [aio.Context(43) for _ in range(10)]
+    for c in contexts:
+        c.close()
+    assert _core._aio_spare_count() <= 4
+
+
+def test_a_forked_child_makes_its_own_context(data_file):
+    """The kernel ties a context to the address space: a child never takes one its
+    parent kept."""
+    fd, payload = data_file
+    with aio.Context(47) as c:
+        _read_back(c, fd, payload)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        code = 1
+        try:
+            with aio.Context(47) as mine:
+                buf = bytearray(16)
+                mine.submit([aio.pread(fd, buf, 0)])
+                [done] = mine.get_events(1, timeout=5)
+                code = 0 if bytes(buf[: done.res]) == payload[:16] else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

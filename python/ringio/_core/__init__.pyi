@@ -285,3 +285,6 @@ def writable_address(buffer: Buffer) -> tuple[int, int]:
 
 def _enter_count() -> int:
     """io_uring_enter calls the process made through ringio's wait path (tests)."""
+
+def _aio_spare_count() -> int:
+    """Kernel AIO contexts the process keeps for its next engines (tests)."""
