@@ -318,11 +318,18 @@ def run(options: Options) -> WorkloadResult:
                    "min_seconds": scale.rand_seconds})
         for c in [PREAD_BASELINE, *names, *open_names]
     ]  # fmt: skip
-    for (c,), runs in interleaved(rand_cells).items():
-        for d in runs[0]["ops_per_s"]:
-            per_depth = [{"ops_per_s": r["ops_per_s"][d], "cpu_us": r["cpu_us"][d]} for r in runs]
-            t.add(c, {"qd": int(d)}, **medians(per_depth, "ops_per_s"))
-    result.tables.append(t)
+
+    def add_per_depth(t: Table, cells: list[tuple[tuple[Any, ...], str, dict[str, Any]]]) -> None:
+        """Runs `rand_read` cells; one row per contender and queue depth."""
+        for (c,), runs in interleaved(cells).items():
+            for d in runs[0]["ops_per_s"]:
+                per_depth = [
+                    {"ops_per_s": r["ops_per_s"][d], "cpu_us": r["cpu_us"][d]} for r in runs
+                ]
+                t.add(c, {"qd": int(d)}, **medians(per_depth, "ops_per_s"))
+        result.tables.append(t)
+
+    add_per_depth(t, rand_cells)
 
     # 2b. The same reads of a file on tmpfs: memory, not a device's page cache.
     shm_names = [PREAD_BASELINE, *open_names]
@@ -349,15 +356,9 @@ def run(options: Options) -> WorkloadResult:
             if c in shm_names
         ]  # fmt: skip
         try:
-            for (c,), runs in interleaved(shm_cells).items():
-                for d in runs[0]["ops_per_s"]:
-                    per_depth = [
-                        {"ops_per_s": r["ops_per_s"][d], "cpu_us": r["cpu_us"][d]} for r in runs
-                    ]
-                    t.add(c, {"qd": int(d)}, **medians(per_depth, "ops_per_s"))
+            add_per_depth(t, shm_cells)
         finally:
             shm.unlink()
-        result.tables.append(t)
 
     # 3. O_DIRECT random reads: ringio against fio's io_uring engine as the ceiling.
     t = Table(
