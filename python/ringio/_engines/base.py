@@ -228,9 +228,12 @@ class FileEngine(abc.ABC):
         (``fcntl(F_GETFL)``) and cached; ``close()`` through this engine forgets
         them. An fd number closed elsewhere and reused for a file of the other kind
         keeps the old answer until then: that costs speed (a needless queue round
-        trip, or a read waiting for the device), never a wrong result. The hint
-        also remembers a file that refuses RWF_NOWAIT (EOPNOTSUPP). Writes are not
-        tried inline without a caller's hint (``write`` is False). Its
+        trip, or a read waiting for the device, as one does where the number was a
+        tmpfs file's, whose reads are plain), never a wrong result. The hint says
+        whether the fd is a regular file of tmpfs or ramfs (``memory``: its reads
+        are plain inline calls), and remembers a file that refuses RWF_NOWAIT
+        (EOPNOTSUPP). Writes are not tried inline without a caller's hint
+        (``write`` is False). Its
         ``queue_reads`` stays None: whether the kernel queue reads a file correctly
         (the uring engine's FUSE check) is a matter of correctness, so it is not
         cached where a reused fd number could inherit it."""
