@@ -19,7 +19,7 @@ const RELEASE_GIL_FROM: usize = 64 * 1024;
 /// is not (all) cached (EAGAIN: the caller goes through the kernel queue instead); raises
 /// the kernel's OSError otherwise (EOPNOTSUPP where the file cannot do RWF_NOWAIT).
 /// `memory`: the caller knows the file is on a memory filesystem (see
-/// `memory_backed`), so the read is a plain one, one call.
+/// `on_memory_filesystem`), so the read is a plain one, one call.
 #[pyfunction]
 #[pyo3(signature = (fd, n, offset, memory=false))]
 pub fn pread_nowait(
@@ -80,27 +80,24 @@ fn check(py: Python<'_>, fd: RawFd, offset: i64) -> PyResult<()> {
 const TMPFS_MAGIC: i64 = 0x0102_1994;
 const RAMFS_MAGIC: i64 = 0x8584_58f6;
 
-/// Whether `fd` is a regular file of a memory filesystem (tmpfs, ramfs). Such a
+/// `on_memory_filesystem(fd)`: whether `fd` is a regular file of a memory
+/// filesystem (tmpfs, ramfs); False for an fd that fstatfs or fstat refuses. Such a
 /// file refuses RWF_NOWAIT (EOPNOTSUPP, Linux 6.18), and io_uring hands every read
-/// of it to a kernel worker thread, yet a plain read of it waits for no device: its
-/// pages are memory (a tmpfs page swapped out is the one wait it can make, as a
-/// major fault of the caller's own memory would be). Its reads are therefore made
-/// inline without the flag. Regular files only: /dev is a devtmpfs, which reports
-/// tmpfs's type, and a terminal there refuses RWF_NOWAIT too but may wait forever.
-fn memory_backed(fd: RawFd) -> bool {
-    // SAFETY: all-zero is a valid statfs, and fstatfs fills it in; `fs` is owned
-    // by this frame and outlives the call.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `fs` is a writable statfs.
-    if unsafe { libc::fstatfs(fd, &mut fs) } < 0 {
+/// and write of it to a kernel worker thread, yet a plain read of it waits for no
+/// device: its pages are memory (a tmpfs page swapped out is the one wait it can
+/// make, as a major fault of the caller's own memory would be). Its reads and
+/// writes are therefore made inline without the flag. Regular files only: /dev is a
+/// devtmpfs, which reports tmpfs's type, and a terminal there refuses RWF_NOWAIT
+/// too but may wait forever.
+#[pyfunction]
+pub fn on_memory_filesystem(fd: RawFd) -> bool {
+    if !matches!(crate::sys::fs_type(fd), Ok(TMPFS_MAGIC | RAMFS_MAGIC)) {
         return false;
     }
-    if !matches!(fs.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC) {
-        return false;
-    }
-    // SAFETY: as above, for a stat that fstat fills in.
+    // SAFETY: all-zero is a valid stat, and fstat fills it in; `st` is owned by
+    // this frame and outlives the call.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is a writable stat owned by this frame.
+    // SAFETY: `st` is a writable stat.
     unsafe { libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG }
 }
 
@@ -111,10 +108,10 @@ fn memory_backed(fd: RawFd) -> bool {
 /// partly cached: reading on tells which (0 at EOF, EAGAIN where the cache stops). A
 /// partly cached range is left to the caller's queue, so that a result is short
 /// only at the end of the file, as a blocking pread's is. A file of a memory
-/// filesystem (`memory_backed`) is read without the flag: its refusal of it
-/// (EOPNOTSUPP) costs one failed call and an fstatfs per read, against a kernel
-/// worker's wake-up per read through the queue; a caller that knows (`memory`)
-/// saves them.
+/// filesystem (`on_memory_filesystem`) is read without the flag: its refusal of it
+/// (EOPNOTSUPP) costs one failed call, an fstatfs and an fstat per read, against a
+/// kernel worker's wake-up per read through the queue; a caller that knows
+/// (`memory`) saves them.
 ///
 /// # Safety
 /// `addr..addr + n` must be writable memory that nothing else reads or writes
@@ -138,7 +135,7 @@ unsafe fn fill_nowait(
         let r = unsafe { libc::preadv2(fd, &iov, 1, offset + got as i64, flags) };
         if r < 0 {
             let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-            if errno == libc::EOPNOTSUPP && flags != 0 && memory_backed(fd) {
+            if errno == libc::EOPNOTSUPP && flags != 0 && on_memory_filesystem(fd) {
                 flags = 0;
                 continue;
             }

@@ -51,16 +51,7 @@ fn dio_alignment(py: Python<'_>, fd: i32) -> PyResult<Option<(u32, u32)>> {
 /// The filesystem type of an open fd (`statfs.f_type`, e.g. 0x65735546 for FUSE).
 #[pyfunction]
 fn fs_type(py: Python<'_>, fd: i32) -> PyResult<i64> {
-    // SAFETY: all-zero is a valid statfs, and fstatfs fills it in; `st` outlives the call.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is a writable statfs owned by this frame.
-    if unsafe { libc::fstatfs(fd, &mut st) } < 0 {
-        let errno = std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EBADF);
-        return Err(errors::os_error(py, errno, Some(fd), None));
-    }
-    Ok(st.f_type as i64)
+    sys::fs_type(fd).map_err(|errno| errors::os_error(py, errno, Some(fd), None))
 }
 
 /// io_uring_enter calls the process made through ringio's wait path (tests).
@@ -155,6 +146,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fastpath::open_path_cached, m)?)?;
     m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
     m.add_function(wrap_pyfunction!(fs_type, m)?)?;
+    m.add_function(wrap_pyfunction!(fastpath::on_memory_filesystem, m)?)?;
     m.add_function(wrap_pyfunction!(_enter_count, m)?)?;
     m.add_function(wrap_pyfunction!(_aio_spare_count, m)?)?;
     m.add(

@@ -136,3 +136,17 @@ pub fn monotonic() -> f64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
+
+/// The filesystem type of an open fd (`statfs.f_type`), or the errno of fstatfs.
+pub fn fs_type(fd: RawFd) -> Result<i64, i32> {
+    // SAFETY: all-zero is a valid statfs, and fstatfs fills it in; `st` is owned by
+    // this frame and outlives the call.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a writable statfs.
+    if unsafe { libc::fstatfs(fd, &mut st) } < 0 {
+        return Err(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EBADF));
+    }
+    Ok(st.f_type as i64)
+}

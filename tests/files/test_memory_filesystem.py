@@ -230,8 +230,6 @@ async def test_writes_to_a_tmpfs_file_are_the_builtin_files(engine, shm_dir, buf
 
 
 def test_only_regular_files_of_a_memory_filesystem_count(shm_file, tmp_path):
-    from ringio._engines.inline import on_memory_filesystem
-
     cases = [(shm_file, True), (tmp_path, False)]
     fd = os.open("/dev", os.O_RDONLY)
     try:
@@ -247,6 +245,6 @@ def test_only_regular_files_of_a_memory_filesystem_count(shm_file, tmp_path):
     for path, expected in cases:
         fd = os.open(path, os.O_RDONLY)
         try:
-            assert on_memory_filesystem(fd) is expected, path
+            assert _core.on_memory_filesystem(fd) is expected, path
         finally:
             os.close(fd)

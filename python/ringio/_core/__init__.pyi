@@ -159,6 +159,9 @@ def dio_alignment(fd: int) -> tuple[int, int] | None:
     ``statx(STATX_DIOALIGN)`` (Linux 6.1+); None when the kernel or the filesystem
     does not say. Raises OSError for a bad fd."""
 def fs_type(fd: int) -> int: ...
+def on_memory_filesystem(fd: int) -> bool:
+    """Whether `fd` is a regular file of tmpfs or ramfs, whose reads and writes wait
+    for no device (False for an fd that fstatfs or fstat refuses)."""
 
 # ---------------------------------------------------------------- line iteration
 

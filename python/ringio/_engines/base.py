@@ -30,8 +30,9 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
 
+from .. import _core
 from .._proactor import check_loop
-from .inline import on_memory_filesystem, open_inline, stat_inline
+from .inline import open_inline, stat_inline
 from .many import check_many, deliver, lane_buffer, read_span, reads_in_place, split_target
 
 T = TypeVar("T")
@@ -51,7 +52,7 @@ def check_offset(offset: int) -> None:
 class NowaitHint:
     """Per-file memory of whether inline RWF_NOWAIT attempts are worth making, of
     whether the file is on a memory filesystem (its inline reads are plain reads: see
-    ``inline.on_memory_filesystem``), and of whether the kernel queue reads the file
+    ``_core.on_memory_filesystem``), and of whether the kernel queue reads the file
     correctly (None: not checked yet)."""
 
     __slots__ = ("memory", "queue_reads", "read", "write")
@@ -244,7 +245,7 @@ class FileEngine(abc.ABC):
             except OSError:
                 return NowaitHint(read=True, write=False)  # the read reports EBADF
             hint = self._fd_hints[fd] = NowaitHint(
-                read=not direct, write=False, memory=not direct and on_memory_filesystem(fd)
+                read=not direct, write=False, memory=not direct and _core.on_memory_filesystem(fd)
             )
         return hint
 

@@ -21,25 +21,6 @@ _LOCAL_FILESYSTEMS = frozenset(
 )  # fmt: skip
 
 
-# tmpfs and ramfs: file data that is memory, not a device's cache. Their regular
-# files refuse RWF_NOWAIT (EOPNOTSUPP, Linux 6.18) and io_uring hands each of their
-# reads and writes to a kernel worker thread (18k 4 KiB reads/s against 900k for a
-# plain pread, 2026-11-27), yet a plain read or write of them waits for no device
-# (swap aside): the kernel engines make them inline (``_core.pread_nowait``'s
-# `memory`). Only regular files: /dev is a devtmpfs, which reports tmpfs's type,
-# and a read of a terminal there may wait forever.
-_MEMORY_FILESYSTEMS = frozenset({0x01021994, 0x858458F6})
-
-
-def on_memory_filesystem(fd: int) -> bool:
-    """Whether `fd` is a regular file of tmpfs or ramfs (False for an fd that
-    fstat or fstatfs refuses)."""
-    try:
-        return _core.fs_type(fd) in _MEMORY_FILESYSTEMS and stat.S_ISREG(os.fstat(fd).st_mode)
-    except OSError:
-        return False
-
-
 def fstat_inline(fd: int) -> os.stat_result | None:
     """``os.fstat(fd)`` where it cannot wait (a local filesystem), else None; None
     also for an fd that fstatfs refuses (the queued call then raises the kernel's

@@ -226,7 +226,7 @@ class KernelEngine(FileEngine):
         if hint is not None and hint.write:
             try:
                 # A file of a memory filesystem is written with a plain call (see
-                # ``inline.on_memory_filesystem``): it refuses RWF_NOWAIT.
+                # ``_core.on_memory_filesystem``): it refuses RWF_NOWAIT.
                 return os.pwritev(fd, [data], offset, 0 if hint.memory else _NOWAIT)
             except BlockingIOError:
                 pass

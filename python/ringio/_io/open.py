@@ -17,8 +17,8 @@ from typing import Any
 from .. import _engines
 from .._core import (
     dio_alignment,
+    on_memory_filesystem,
 )
-from .._engines.inline import on_memory_filesystem
 from .base import DEFAULT_BUFFER_SIZE, DIO_FALLBACK
 from .buffered import AsyncBufferedFile
 from .raw import AsyncFileIO

@@ -63,7 +63,7 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
         self._eng = engine
         self._direct = direct
         # memory: a regular file of tmpfs or ramfs, read and written inline with
-        # plain calls (see ``_engines.inline.on_memory_filesystem``).
+        # plain calls (see ``_core.on_memory_filesystem``).
         self._hint = _engines.NowaitHint(read=not direct, write=not direct, memory=memory)
         # Whether cached reads may be served inline, without a coroutine (the
         # engine's hint, ``_hint.read``, may still turn them off at run time).
