@@ -37,11 +37,18 @@ struct Spare {
     pid: u32,
 }
 
-/// A kept context of `maxevents` events made by this process, if any.
-fn take_spare(maxevents: u32) -> Option<AioContextId> {
+/// The kept contexts, locked, with those of a parent process (after a fork)
+/// dropped: they are not this process's to use or destroy.
+fn own_spares() -> std::sync::MutexGuard<'static, Vec<Spare>> {
     let pid = std::process::id();
     let mut spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
     spares.retain(|s| s.pid == pid);
+    spares
+}
+
+/// A kept context of `maxevents` events made by this process, if any.
+fn take_spare(maxevents: u32) -> Option<AioContextId> {
+    let mut spares = own_spares();
     let i = spares.iter().position(|s| s.maxevents == maxevents)?;
     Some(spares.swap_remove(i).ctx)
 }
@@ -50,23 +57,19 @@ fn take_spare(maxevents: u32) -> Option<AioContextId> {
 /// longest gives way (the sizes in use lately are the likeliest to come again) and
 /// is returned, for the caller to destroy outside the lock.
 fn keep_spare(ctx: AioContextId, maxevents: u32) -> Option<AioContextId> {
-    let pid = std::process::id();
-    let mut spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
-    spares.retain(|s| s.pid == pid);
+    let mut spares = own_spares();
     let oldest = (spares.len() >= SPARES_KEPT).then(|| spares.remove(0).ctx);
     spares.push(Spare {
         ctx,
         maxevents,
-        pid,
+        pid: std::process::id(),
     });
     oldest
 }
 
 /// How many contexts this process keeps for reuse now (tests).
 pub fn spare_count() -> usize {
-    let pid = std::process::id();
-    let spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
-    spares.iter().filter(|s| s.pid == pid).count()
+    own_spares().len()
 }
 
 impl AioEngine {
