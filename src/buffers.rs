@@ -15,6 +15,28 @@ use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+/// `copy_into(target, source, start)`: copies `source[start:start + len(target)]`
+/// (less where `source` ends first) into the start of the writable buffer `target`
+/// and returns the byte count: a buffered file's `readinto` served from its read
+/// buffer, in one copy instead of a slice and a slice assignment.
+#[pyfunction]
+pub fn copy_into(
+    target: &Bound<'_, PyAny>,
+    source: &Bound<'_, PyAny>,
+    start: usize,
+) -> PyResult<usize> {
+    let into = View::writable(target)?;
+    let from = View::readable(source)?;
+    let n = into.len().min(from.len().saturating_sub(start));
+    if n > 0 {
+        // SAFETY: both views stay exported until they are dropped below, so
+        // `from` is readable for `start + n` bytes and `into` writable for `n`;
+        // `ptr::copy` (memmove) is sound even where the two are one object.
+        unsafe { std::ptr::copy(from.ptr().add(start), into.ptr(), n) };
+    }
+    Ok(n)
+}
+
 /// `writable_address(buffer)`: the address and byte length of a writable,
 /// C-contiguous buffer, for checking O_DIRECT alignment before a read goes straight
 /// into it. Raises TypeError for what a read cannot fill (as a read would). The

@@ -286,6 +286,10 @@ def writable_address(buffer: Buffer) -> tuple[int, int]:
     """The address and byte length of a writable, C-contiguous buffer (TypeError for
     others): for O_DIRECT alignment checks."""
 
+def copy_into(target: Buffer, source: Buffer, start: int) -> int:
+    """Copies ``source[start:start + len(target)]`` (less where ``source`` ends first)
+    into the start of the writable buffer ``target``; returns the byte count."""
+
 def _enter_count() -> int:
     """io_uring_enter calls the process made through ringio's wait path (tests)."""
 

@@ -10,7 +10,7 @@ import os
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
-from .._core import DEFERRED_READ, DEFERRED_READINTO, Deferred, LineCursor
+from .._core import DEFERRED_READ, DEFERRED_READINTO, Deferred, LineCursor, copy_into
 from .base import (
     CHUNK_MAX,
     CHUNK_MIN,
@@ -94,9 +94,8 @@ class _BinaryFile(LineReading[bytes], _Base):
 
     def _take_into(self, mv: memoryview) -> int:
         """Fills the start of `mv` from the read buffer; returns the byte count."""
-        data = self._take(len(mv))
-        got = len(data)
-        mv[:got] = data
+        got = copy_into(mv, self._rbuf, self._rpos)
+        self._rpos += got
         return got
 
     def _append_read(self, data: bytes) -> None:

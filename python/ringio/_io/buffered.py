@@ -27,6 +27,8 @@ from .._core import (
 from .base import (
     CHUNK_MIN,
     OFF_T_MAX,
+    READ_AHEAD_BELOW,
+    READ_AHEAD_MAX,
     _closed_error,
     _index,
     _scatter,
@@ -58,6 +60,8 @@ class AsyncBufferedFile(_BinaryFile):
         # Written data not yet written to the raw file, whose position is at its start.
         self._wbuf = bytearray()
         self._fill = buffer_size  # grows while reads stay sequential
+        # Where the last read from the file ended (a fill, or a read straight to the
+        # caller): a read from there is sequential.
         self._last_fill_end = -1
 
     # -- plain properties (the raw file's) ---------------------------------------------
@@ -189,6 +193,22 @@ class AsyncBufferedFile(_BinaryFile):
         """The raw file's check, and no buffered write is due before the read."""
         return not self._wbuf and self.raw._may_read_inline()
 
+    def _reads_ahead(self, need: int) -> bool:
+        """Whether a read of `need` bytes past the read buffer fills the buffer:
+        below the buffer size (as io's), or below READ_AHEAD_BELOW where it follows
+        the last read from the file (not with O_DIRECT, whose reads of the buffer
+        size or more go to the caller's buffer). Else it goes straight to the
+        caller."""
+        raw = self.raw
+        return need < self._bufsize or (
+            need < READ_AHEAD_BELOW and raw._pos == self._last_fill_end and not raw._direct
+        )
+
+    def _read_straight(self, pos: int) -> None:
+        """Notes a read that went straight to the caller and ended at `pos`."""
+        self._last_fill_end = pos
+        self._fill = self._bufsize
+
     def _read_now(self, size: Any) -> bytes | None:
         """``read(size)`` from the read buffer, refilled from the page cache where it
         holds the bytes; else None (nothing changed)."""
@@ -216,19 +236,21 @@ class AsyncBufferedFile(_BinaryFile):
         raw = self.raw
         pos: int = raw._pos  # type: ignore[assignment]
         need = size - avail
-        if need >= self._bufsize:
+        memory = raw._hint.memory
+        if not self._reads_ahead(need):
             # As _read_sized: a large read goes straight to the caller.
             try:
-                data = pread_nowait(raw._fd, need, pos)
+                data = pread_nowait(raw._fd, need, pos, memory)
             except Exception:  # the coroutine says what is wrong
                 return None
             if data is None:
                 return None
             raw._pos = pos + len(data)
+            self._read_straight(raw._pos)
             return self._take(avail) + data if avail else data
         fill, last_end = self._fill, self._last_fill_end
         try:
-            data = pread_nowait(raw._fd, self._fill_size(), pos)
+            data = pread_nowait(raw._fd, self._fill_size(need), pos, memory)
         except Exception:
             data = None
         if data is None:
@@ -248,21 +270,41 @@ class AsyncBufferedFile(_BinaryFile):
             return None
         if self._cursor is not None:
             self._unlines()
+        try:
+            mv = memoryview(buffer)
+        except TypeError:  # the coroutine says what is wrong
+            return None
+        n = mv.nbytes
+        if mv.readonly or n == 0 or not mv.c_contiguous:
+            return None
         avail = len(self._rbuf) - self._rpos
         if avail:
-            try:
-                mv = memoryview(buffer).cast("B")
-            except TypeError:  # the coroutine says what is wrong
-                return None
-            if mv.readonly or len(mv) > avail:
-                return None
-            return self._take_into(mv)
+            return self._take_into(mv) if n <= avail else None
         if self._wbuf:
             return None
-        # Straight into the caller's buffer, as _readinto_locked reads when the read
-        # buffer is empty; the raw file's cached read fills it whole (short only at
-        # EOF), as a buffered readinto must.
-        return raw._readinto_now(buffer)
+        if not self._reads_ahead(n):
+            # Straight into the caller's buffer, as _readinto_locked reads; the raw
+            # file's cached read fills it whole (short only at EOF), as a buffered
+            # readinto must.
+            got = raw._readinto_now(buffer)
+            if got is not None:
+                self._read_straight(raw._pos)  # type: ignore[arg-type]
+            return got
+        if not raw._may_read_inline():
+            return None
+        pos: int = raw._pos  # type: ignore[assignment]
+        fill, last_end = self._fill, self._last_fill_end
+        try:
+            data = pread_nowait(raw._fd, self._fill_size(n), pos, raw._hint.memory)
+        except Exception:
+            data = None
+        if data is None:
+            self._fill, self._last_fill_end = fill, last_end
+            return None
+        raw._pos = pos + len(data)
+        if data:
+            self._append_read(data)
+        return self._take_into(mv)
 
     async def _read_sized(self, size: int) -> bytes:
         """`size` bytes (fewer at EOF): from the read buffer, refilled as needed;
@@ -276,7 +318,7 @@ class AsyncBufferedFile(_BinaryFile):
             parts = [self._take(size)]
             need = size - len(parts[0])
             try:
-                if need >= self._bufsize:
+                if not self._reads_ahead(need):
                     # Large read: straight from the file, no copy through the buffer.
                     raw = self.raw
                     while need > 0:
@@ -285,9 +327,11 @@ class AsyncBufferedFile(_BinaryFile):
                             break
                         parts.append(data)
                         need -= len(data)
+                    if raw._pos is not None:
+                        self._read_straight(raw._pos)
                 else:
                     while need > 0:
-                        if not await self._fill_chunk(self._fill_size()):
+                        if not await self._fill_chunk(self._fill_size(need)):
                             break
                         data = self._take(need)
                         parts.append(data)
@@ -297,15 +341,16 @@ class AsyncBufferedFile(_BinaryFile):
                 raise
             return b"".join(parts)
 
-    def _fill_size(self) -> int:
-        """Buffer fill for small reads: the buffer size, doubling (to CHUNK_MAX) while
-        the reads stay sequential, back to the buffer size after a seek."""
+    def _fill_size(self, need: int) -> int:
+        """Buffer fill for a read of `need` bytes: the buffer size, doubling (to
+        READ_AHEAD_MAX, or the buffer size where that is larger) while the reads stay
+        sequential, back to the buffer size after a seek; at least `need`."""
         pos = self.raw._pos
         if pos is not None and pos == self._last_fill_end:
-            self._fill = self._next_chunk(self._fill)
+            self._fill = max(min(self._fill * 2, READ_AHEAD_MAX), self._bufsize)
         else:
             self._fill = self._bufsize
-        fill = self._fill
+        fill = max(self._fill, need)
         if pos is not None:
             self._last_fill_end = pos + fill
         return fill
@@ -351,6 +396,11 @@ class AsyncBufferedFile(_BinaryFile):
             if direct is not None:
                 return direct
         try:
+            if self._reads_ahead(n - got):
+                # Through the read buffer, as _read_sized fills it.
+                while got < n and await self._fill_chunk(self._fill_size(n - got)):
+                    got += self._take_into(mv[got:])
+                return got
             while got < n:
                 k = await raw._readinto_once(mv[got:])
                 got += k
@@ -359,6 +409,8 @@ class AsyncBufferedFile(_BinaryFile):
         except BaseException:
             self._unread(mv[:got].tobytes())
             raise
+        if raw._pos is not None:
+            self._read_straight(raw._pos)
         return got
 
     def _lend(self) -> None:
