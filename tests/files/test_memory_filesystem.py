@@ -86,6 +86,31 @@ async def test_a_pread_on_tmpfs_is_complete_when_called(engine, shm_file, buffer
         assert await into == 7
 
 
+
+async def test_buffered_reads_of_tmpfs_read_plainly(engine, shm_file, monkeypatch):
+    """A buffered file's inline reads tell the read the file is in memory: one plain
+    read, not a refused RWF_NOWAIT read and two checks of the file per read."""
+    from ringio._io import buffered
+
+    if not engine.inline_reads:
+        pytest.skip("the thread engine reads in its pool")
+    flags: list[bool] = []
+    pread_nowait = buffered.pread_nowait
+
+    def spy(fd, n, offset, memory=False):
+        flags.append(memory)
+        return pread_nowait(fd, n, offset, memory)
+
+    monkeypatch.setattr(buffered, "pread_nowait", spy)
+    async with ringio.open(shm_file, "rb") as f:
+        await f.seek(1000)
+        assert await f.read(100_000) == PAYLOAD[1000:101_000]
+        assert await f.read(10) == PAYLOAD[101_000:101_010]
+        buf = bytearray(50)
+        assert await f.readinto(buf) == 50
+        assert buf == PAYLOAD[101_010:101_060]
+    assert flags and all(flags), flags
+
 async def test_the_engine_reads_tmpfs_without_its_queue(engine, shm_file):
     if not engine.inline_reads:
         pytest.skip("the thread engine reads in its pool")
