@@ -435,7 +435,9 @@ def run(options: Options) -> WorkloadResult:
         "aiofile: `async for line in LineReader(afp)` (text only). Mode r: the locale's "
         "encoding (UTF-8), universal newlines; rb: bytes. Timed from the open to the "
         "close (an asyncio contender's loop, and ringio's engine that comes with it, "
-        f"made before); aiofiles and aiofile stop after {scale.line_peer_seconds:g} s (their "
+        "made before); open() and ringio.open repeat whole passes (open, every line, "
+        f"close) until {scale.rand_seconds:g} s have passed, the first included; "
+        f"aiofiles and aiofile stop after {scale.line_peer_seconds:g} s (their "
         f"rates are over the lines read by then). {scale.rounds} round(s) of every "
         "contender in turn, medians (min-max beside them).",
     )  # fmt: skip
@@ -446,7 +448,8 @@ def run(options: Options) -> WorkloadResult:
     options.progress(scale.rounds * len(line_jobs) - 3, 0)
     line_cells = [
         ((c, mode), c, {"kind": "lines", "path": data["text"], "mode": mode,
-                        "peer_seconds": scale.line_peer_seconds})
+                        "peer_seconds": scale.line_peer_seconds,
+                        "min_seconds": scale.rand_seconds})
         for mode, c in line_jobs
     ]  # fmt: skip
     for (c, mode), runs in interleaved(line_cells).items():
