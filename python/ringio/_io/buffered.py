@@ -236,11 +236,10 @@ class AsyncBufferedFile(_BinaryFile):
         raw = self.raw
         pos: int = raw._pos  # type: ignore[assignment]
         need = size - avail
-        memory = raw._hint.memory
         if not self._reads_ahead(need):
             # As _read_sized: a large read goes straight to the caller.
             try:
-                data = pread_nowait(raw._fd, need, pos, memory)
+                data = pread_nowait(raw._fd, need, pos, raw._hint.memory)
             except Exception:  # the coroutine says what is wrong
                 return None
             if data is None:
@@ -248,18 +247,28 @@ class AsyncBufferedFile(_BinaryFile):
             raw._pos = pos + len(data)
             self._read_straight(raw._pos)
             return self._take(avail) + data if avail else data
+        if not self._fill_now(need):
+            return None
+        return self._take(size)
+
+    def _fill_now(self, need: int) -> bool:
+        """Appends a fill for a read of `need` bytes from the page cache to the read
+        buffer (the raw file may read inline, and the buffer holds nothing ahead of
+        its position); False, with nothing changed, where the cache does not hold it."""
+        raw = self.raw
+        pos: int = raw._pos  # type: ignore[assignment]
         fill, last_end = self._fill, self._last_fill_end
         try:
-            data = pread_nowait(raw._fd, self._fill_size(need), pos, memory)
-        except Exception:
+            data = pread_nowait(raw._fd, self._fill_size(need), pos, raw._hint.memory)
+        except Exception:  # the coroutine says what is wrong
             data = None
         if data is None:
             self._fill, self._last_fill_end = fill, last_end
-            return None
+            return False
         raw._pos = pos + len(data)
         if data:
             self._append_read(data)
-        return self._take(size)
+        return True
 
     def _readinto_now(self, buffer: Any) -> int | None:
         """``readinto(buffer)`` from the read buffer where it holds enough, or, where
@@ -290,20 +299,8 @@ class AsyncBufferedFile(_BinaryFile):
             if got is not None:
                 self._read_straight(raw._pos)  # type: ignore[arg-type]
             return got
-        if not raw._may_read_inline():
+        if not raw._may_read_inline() or not self._fill_now(n):
             return None
-        pos: int = raw._pos  # type: ignore[assignment]
-        fill, last_end = self._fill, self._last_fill_end
-        try:
-            data = pread_nowait(raw._fd, self._fill_size(n), pos, raw._hint.memory)
-        except Exception:
-            data = None
-        if data is None:
-            self._fill, self._last_fill_end = fill, last_end
-            return None
-        raw._pos = pos + len(data)
-        if data:
-            self._append_read(data)
         return self._take_into(mv)
 
     async def _read_sized(self, size: int) -> bytes:
