@@ -272,8 +272,9 @@ class AsyncBufferedFile(_BinaryFile):
 
     def _readinto_now(self, buffer: Any) -> int | None:
         """``readinto(buffer)`` from the read buffer where it holds enough, or, where
-        it is empty, straight from the page cache where it holds the bytes; else
-        None (nothing changed)."""
+        it is empty and the page cache holds the bytes, from a fill of it (reads
+        that read ahead, ``_reads_ahead``) or straight into `buffer`; else None
+        (nothing changed)."""
         raw = self.raw
         if not self._readable or raw._closed or not self._lock.idle():
             return None
@@ -305,7 +306,7 @@ class AsyncBufferedFile(_BinaryFile):
 
     async def _read_sized(self, size: int) -> bytes:
         """`size` bytes (fewer at EOF): from the read buffer, refilled as needed;
-        reads of at least the buffer size go straight to the caller."""
+        reads that do not read ahead (``_reads_ahead``) go straight to the caller."""
         rpos = self._rpos
         if size <= len(self._rbuf) - rpos and not self._lock.locked():
             self._rpos = rpos + size
@@ -379,8 +380,8 @@ class AsyncBufferedFile(_BinaryFile):
             return await self.raw._readall_locked(head)
 
     async def _readinto_locked(self, mv: memoryview) -> int:
-        """Fills `mv` (less only at EOF): from the read buffer, then straight from
-        the file."""
+        """Fills `mv` (less only at EOF): from the read buffer, then from fills of it
+        where the read reads ahead (``_reads_ahead``), else straight from the file."""
         n = len(mv)
         got = 0
         if self._rpos < len(self._rbuf):
