@@ -1,5 +1,6 @@
 """Where ringio.open's objects must answer as io.open's do: utf-16/32 cookies, seeks past
-what the kernel allows, non-contiguous buffers, misuse messages, ResourceWarnings."""
+what the kernel allows, non-contiguous buffers, the default buffer size, misuse
+messages, ResourceWarnings."""
 
 from __future__ import annotations
 
@@ -82,6 +83,28 @@ async def test_write_of_a_non_contiguous_memoryview(engine, tmp_path, buffering)
         assert str(e.value) == str(std.value)
         await f.write(b"ok")
     assert (tmp_path / "b").read_bytes() == b"ok"
+
+
+async def test_unflushed_writes_reach_the_file_when_the_builtins_do(engine, tmp_path):
+    """The default buffer size is the running Python's open()'s (the filesystem's
+    block size up to 3.13, at least io.DEFAULT_BUFFER_SIZE, 128 KiB, from 3.14), and
+    a write is buffered, flushed first, or written through as io's BufferedWriter
+    does it: what the file holds before a flush shows both."""
+    probe = tmp_path / "probe"
+    probe.write_bytes(bytes(300_000))
+    with open(probe, "rb") as f:
+        bs = len(f.peek(1))  # a fresh reader fills its whole buffer
+    sizes = [100, 5000, 3000, 20_000, 60_000, 50_000, 200_000, 1, bs - 1, 1, bs, bs, 1,
+             bs + 1, bs // 2, bs // 2, bs // 2 + 1, 2 * bs, bs - 1, 2]  # fmt: skip
+    ours, ref_path = tmp_path / "ours", tmp_path / "ref"
+    with open(ref_path, "wb") as ref:
+        async with ringio.open(ours, "wb") as f:
+            for step, n in enumerate(sizes):
+                data = os.urandom(n)
+                ref.write(data)
+                await f.write(data)
+                assert os.path.getsize(ours) == os.path.getsize(ref_path), (step, n, bs)
+    assert ours.read_bytes() == ref_path.read_bytes()
 
 
 async def test_using_the_opener_without_await_says_how(tmp_path):

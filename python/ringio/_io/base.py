@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import io
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -18,6 +19,16 @@ from .._core import (
 )
 
 DEFAULT_BUFFER_SIZE = io.DEFAULT_BUFFER_SIZE
+
+
+def default_buffer_size(blksize: int) -> int:
+    """The buffer size the running Python's open() picks for a file with this
+    st_blksize: the block size (io.DEFAULT_BUFFER_SIZE, 8 KiB, where it is unknown)
+    up to 3.13; from 3.14 max(min(blksize, 8 MiB), io.DEFAULT_BUFFER_SIZE), which
+    is 128 KiB there."""
+    if sys.version_info >= (3, 14):
+        return max(min(blksize, 8192 * 1024), DEFAULT_BUFFER_SIZE)
+    return blksize if blksize > 1 else DEFAULT_BUFFER_SIZE
 #: Line reads and reads to EOF start at this chunk size and double up to the max.
 CHUNK_MIN = 64 * 1024
 CHUNK_MAX = 1024 * 1024

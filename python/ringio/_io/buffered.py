@@ -13,6 +13,7 @@ import errno
 import io
 import operator
 import os
+import sys
 import warnings
 from collections.abc import Coroutine, Iterable
 from typing import Any
@@ -36,6 +37,10 @@ from .base import (
 )
 from .binary import WHENCES, _BinaryFile
 from .raw import AsyncFileIO
+
+# io's BufferedWriter writes data of exactly the buffer size straight to the file
+# from CPython 3.13 on; before, it buffered it (straight only when larger).
+_STRAIGHT_FROM_BUFSIZE = sys.version_info >= (3, 13)
 
 
 class AsyncBufferedFile(_BinaryFile):
@@ -425,12 +430,17 @@ class AsyncBufferedFile(_BinaryFile):
 
     # -- writing ----------------------------------------------------------------------
     async def _write_checked(self, data: Any, mv: memoryview) -> int:
-        """Into the write buffer, written out when it fills; data of at least the
-        buffer size goes straight to the file. Returns the whole length."""
+        """As io's BufferedWriter of the running Python: into the write buffer while
+        it has room (up to full); else the buffer is written out first, then data
+        too large for the buffer goes straight to the file and smaller data into the
+        emptied buffer. Returns the whole length."""
         n = mv.nbytes
+        bufsize = self._bufsize
+        large = n >= bufsize if _STRAIGHT_FROM_BUFSIZE else n > bufsize
         wbuf = self._wbuf
         if (
-            len(wbuf) + n < self._bufsize
+            not large
+            and len(wbuf) + n <= bufsize
             and not self._rbuf
             and self.raw._pending is None
             and not self._lock.locked()
@@ -439,14 +449,13 @@ class AsyncBufferedFile(_BinaryFile):
             return n
         async with self._lock:
             await self._before_write()
-            if n >= self._bufsize:
+            if large or len(self._wbuf) + n > bufsize:
                 await self._flush_locked()
+            if large:
                 # bytes cannot change under us; anything else is copied first.
                 await self.raw._write_all(data if isinstance(data, bytes) else mv.tobytes())
             else:
                 self._wbuf += mv
-                if len(self._wbuf) >= self._bufsize:
-                    await self._flush_locked()
         return n
 
     async def flush(self) -> None:

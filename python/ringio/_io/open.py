@@ -19,7 +19,7 @@ from .._core import (
     dio_alignment,
     on_memory_filesystem,
 )
-from .base import DEFAULT_BUFFER_SIZE, DIO_FALLBACK
+from .base import DIO_FALLBACK, default_buffer_size
 from .buffered import AsyncBufferedFile
 from .raw import AsyncFileIO
 from .text import AsyncTextFile
@@ -229,7 +229,7 @@ async def _open(
             buffering = -1
             line_buffering = True
         if buffering < 0:
-            buffering = st.st_blksize if st.st_blksize > 1 else DEFAULT_BUFFER_SIZE
+            buffering = default_buffer_size(st.st_blksize)
         if direct and buffering:
             align = max((dio_alignment(fd) or (DIO_FALLBACK, DIO_FALLBACK))[1], 1)
             buffering = -(-buffering // align) * align
