@@ -23,12 +23,8 @@ PAYLOAD = random.Random(7).randbytes(300_000)
 
 
 @pytest.fixture
-def path(tmp_path):
-    p = tmp_path / "data.bin"
-    p.write_bytes(PAYLOAD)
-    with open(p, "rb") as f:  # in the page cache
-        f.read()
-    return p
+def path(cached_file):
+    return cached_file(PAYLOAD)
 
 
 def inline(engine) -> bool:
