@@ -252,13 +252,28 @@ async def test_the_first_error_ends_the_call_and_stops_the_other_reads(
     try:
         offsets = list(range(0, 64 * 4096, 4096))
         started: list[int] = []
+        seen_at: list[int] = []  # len(started) when the failure reached its lane
         if engine.name == "thread":  # the generic lanes are tasks over pread
             real_pread = type(engine).pread
+            failed, next_started = asyncio.Event(), asyncio.Event()
 
             async def failing(self, fd_, b, offset, hint=None, **kw):
+                # The read after the failing one is on the other lane; it completes
+                # before the failure reaches its lane and resumes after it.
                 started.append(offset)
-                return await real_pread(self, bad if offset == 10 * 4096 else fd_, b, offset,
-                                        hint, **kw)  # fmt: skip
+                if offset != 10 * 4096:
+                    got = await real_pread(self, fd_, b, offset, hint, **kw)
+                    if offset == 11 * 4096:
+                        next_started.set()
+                        await failed.wait()
+                    return got
+                try:
+                    return await real_pread(self, bad, b, offset, hint, **kw)
+                except OSError:
+                    await next_started.wait()
+                    seen_at.append(len(started))
+                    failed.set()
+                    raise
 
             monkeypatch.setattr(type(engine), "pread", failing)
         else:
@@ -275,6 +290,8 @@ async def test_the_first_error_ends_the_call_and_stops_the_other_reads(
         assert 10 * 4096 in started
         await asyncio.sleep(0.05)  # the other lane's read completes: no read follows it
         assert len(started) <= 13 < len(offsets)
+        if seen_at:  # no lane starts a read once a lane's read has failed
+            assert started[seen_at[0]:] == []
         monkeypatch.undo()
         assert await engine.pread_many(fd, 3, [5]) == [payload[5:8]]
     finally:

@@ -340,17 +340,26 @@ class FileEngine(abc.ABC):
         in_place = reads_in_place(out, n, offs, align)
         a = align[0] if align else 0
         todo = iter(range(len(offs)))
+        # A lane's failure reaches `gather` and the cancels below a loop turn or two
+        # later; a lane that resumes in between would start another read.
+        failed: list[BaseException] = []
 
         async def lane() -> None:
             mv = None if in_place else memoryview(lane_buffer(n, align)).cast("B")
-            for i in todo:
-                if mv is None:
-                    assert out is not None
-                    results[i] = await self.pread(fd, out[i * n : i * n + n], offs[i], hint)
-                else:
-                    start, length, skip = read_span(offs[i], n, a)
-                    got = await self.pread(fd, mv[:length], start, hint)
-                    deliver(results, i, got - skip, n, mv, skip, out)
+            try:
+                for i in todo:
+                    if failed:
+                        return
+                    if mv is None:
+                        assert out is not None
+                        results[i] = await self.pread(fd, out[i * n : i * n + n], offs[i], hint)
+                    else:
+                        start, length, skip = read_span(offs[i], n, a)
+                        got = await self.pread(fd, mv[:length], start, hint)
+                        deliver(results, i, got - skip, n, mv, skip, out)
+            except BaseException as exc:
+                failed.append(exc)
+                raise
 
         tasks = [self.loop.create_task(lane()) for _ in range(min(depth, len(offs)))]
         try:
