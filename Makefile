@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export PYO3_PYTHON := $(abspath $(PY))
 
 .PHONY: test bench lint docs venv install bench-deps sanitize miri clean fmt test-ecosystem
-.PHONY: wheel sdist wheel-cross test-py test-versions smoke-versions ci-versions
+.PHONY: wheel sdist wheel-cross test-py test-versions smoke-versions ci-versions bench-py
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -175,6 +175,14 @@ test-versions: wheel
 
 smoke-versions: wheel
 	@set -e; for v in $(VERSIONS); do tools/test-py.sh $$v --smoke; done
+
+# `make bench-py VERSION=3.14 BENCH="http --quick"`: `python -m ringio bench BENCH`
+# in that version's venv (as test-py makes it), with the `bench` extra's peers that
+# have wheels for it (on 3.14 also zuvloop and rsloop). Results in bench/results/.
+BENCH ?= all --quick
+bench-py: wheel
+	@test -n "$(VERSION)" || (echo "make bench-py VERSION=3.12|3.13|3.14 [BENCH=...]" && false)
+	tools/test-py.sh $(VERSION) --bench $(BENCH)
 
 # What CI runs besides `make test`, within its 90 minutes (docs/versions.md): on
 # each other version, the smoke program (a start_server echo) and the loop, files

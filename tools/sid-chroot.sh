@@ -11,9 +11,9 @@
 set -euo pipefail
 
 # dmsetup and gcc: the suite uses them on the host (device-mapper EIO tests, the C
-# echo client), so the chroot has them too.
+# echo client), so the chroot has them too; wrk drives `bench http` there.
 PACKAGES="python3.14 python3.14-venv python3.14-dev libpython3.14-testsuite ca-certificates \
-dmsetup gcc libc6-dev"
+dmsetup gcc libc6-dev wrk"
 
 inside() { # DIR REPO CMD...: CMD in the chroot, with its mounts in a private namespace
 	local dir=$1 repo=$2

@@ -3,6 +3,7 @@
 #
 #   tools/test-py.sh VERSION [pytest arguments...]     # VERSION: 3.11 ... 3.14
 #   tools/test-py.sh VERSION --smoke     # the wheel alone in a fresh venv: a smoke run
+#   tools/test-py.sh VERSION --bench [bench arguments...]  # `python -m ringio bench`
 #
 # Finds the interpreter (pyenv's $PYENV_ROOT/versions/VERSION.*, then pythonVERSION on
 # PATH, then, for 3.13 and 3.14, a Debian sid chroot made by tools/sid-chroot.sh),
@@ -10,7 +11,8 @@
 # its `test` extra) when it changed, and runs pytest from the repository root, so
 # that the installed wheel, not python/, is what the tests import. Without pytest
 # arguments: the whole suite, CPython's own test_asyncio on ringio's loop included
-# (tests/loop/test_cpython_asyncio.py).
+# (tests/loop/test_cpython_asyncio.py). With --bench the venv gets the wheel's `bench`
+# extra too (the peers that have wheels for that version) and runs the benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -82,11 +84,16 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "" 2>/dev/null \
 	"$python" -m venv "$venv"
 	"$venv/bin/python" -m pip install -q --upgrade pip
 fi
+extra=test
+if [ "${1:-}" = "--bench" ]; then
+	extra=bench
+	shift
+fi
 sum=$(sha256sum "$wheel" | cut -d' ' -f1)
-if [ "$(cat "$venv/.wheel" 2>/dev/null)" != "$sum" ]; then
-	"$venv/bin/python" -m pip install -q "$wheel[test]"
+if [ "$(cat "$venv/.wheel-$extra" 2>/dev/null)" != "$sum" ]; then
+	"$venv/bin/python" -m pip install -q "$wheel[$extra]"
 	"$venv/bin/python" -m pip install -q --force-reinstall --no-deps "$wheel"
-	echo "$sum" >"$venv/.wheel"
+	echo "$sum" >"$venv/.wheel-$extra"
 fi
 echo "test-py: $("$venv/bin/python" -VV | head -1), $(basename "$wheel")"
 # The suite must import the wheel: python/ (the source tree) is not on sys.path.
@@ -94,4 +101,7 @@ echo "test-py: $("$venv/bin/python" -VV | head -1), $(basename "$wheel")"
 import ringio, sys
 assert "site-packages" in ringio.__file__, f"ringio imported from {ringio.__file__}"
 EOF
+if [ "$extra" = bench ]; then
+	exec "$venv/bin/python" -m ringio bench "$@"
+fi
 exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"

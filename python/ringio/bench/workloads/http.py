@@ -1,5 +1,6 @@
 """``http``: uvicorn (httptools) and aiohttp ``web`` apps on ringio's loop, uvloop,
-rloop and asyncio's own loop, driven by wrk with keep-alive.
+rloop, zuvloop and rsloop (CPython 3.14) and asyncio's own loop, driven by wrk with
+keep-alive.
 
 Each framework serves ``/`` ("Hello, world!") and ``/json`` (10 KiB of JSON,
 serialised per request) from ``bench/servers/http_server.py``; the loop is given
@@ -32,6 +33,9 @@ LOOPS = {
     "ringio": "ringio:new_event_loop",
     "uvloop": "uvloop:new_event_loop",
     "rloop": "rloop:new_event_loop",
+    # CPython 3.14 only (`make bench-py VERSION=3.14`): skipped where not installed.
+    "zuvloop": "zuvloop:new_event_loop",
+    "rsloop": "rsloop:new_event_loop",
     "asyncio": "asyncio:new_event_loop",
 }
 FRAMEWORKS = {"uvicorn": ("uvicorn", "httptools"), "aiohttp": ("aiohttp",)}
