@@ -46,12 +46,18 @@ if [ -z "${RINGIO_IN_CHROOT:-}" ]; then
 		3.13 | 3.14)
 			# Debian 12 packages neither; sid's need glibc >= 2.38: a chroot.
 			tools/sid-chroot.sh setup "$SID_CHROOT"
+			# The chroot has no git: the benchmarks' results name the commit thus.
+			commit=$(git rev-parse --short=12 HEAD 2>/dev/null || true)
+			if [ -n "$commit" ] && [ -n "$(git status --porcelain -uno 2>/dev/null)" ]; then
+				commit+="+changes"
+			fi
 			args=""
 			for a in "$@"; do args+=" $(printf '%q' "$a")"; done
 			exec tools/sid-chroot.sh run "$SID_CHROOT" . \
 				"cd /ringio && env RINGIO_IN_CHROOT=1 \
 				RINGIO_CPYTHON_SUITE='${RINGIO_CPYTHON_SUITE:-}' \
 				RINGIO_ENGINE='${RINGIO_ENGINE:-}' PYTEST_ADDOPTS='${PYTEST_ADDOPTS:-}' \
+				RINGIO_BENCH_COMMIT='${RINGIO_BENCH_COMMIT:-$commit}' \
 				bash tools/test-py.sh $version$args"
 			;;
 		*)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,28 @@ def test_http_smoke_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
             m = r["metrics"]
             assert m["req_per_s"] > 0 and m["server_us"] > 0 and m["errors"] == 0, r
             assert 0 < m["p50_us"] <= m["p99_us"], r
+
+
+def test_a_server_that_logs_much_is_not_blocked_by_its_stderr() -> None:
+    # rloop and rsloop under aiohttp on CPython 3.14 log a traceback per closed
+    # connection: with stderr an unread pipe the server stopped once it was full.
+    from ringio.bench.workloads import http
+
+    child = (
+        "import sys; print(4321, flush=True); sys.stderr.write('x' * 1_000_000);"
+        "sys.stderr.flush(); print('served', flush=True)"
+    )
+    proc, port = http.spawn_server([sys.executable, "-c", child], {0})
+    try:
+        assert port == 4321
+        assert proc.wait(timeout=20) == 0
+    finally:
+        http.stop_server(proc)
+
+
+def test_a_server_that_does_not_start_says_why() -> None:
+    from ringio.bench.workloads import http
+
+    child = "import sys; sys.stderr.write('first\\nno framework here\\n'); sys.exit(3)"
+    with pytest.raises(RuntimeError, match="no framework here"):
+        http.spawn_server([sys.executable, "-c", child], {0})

@@ -24,6 +24,13 @@ PEER_DISTRIBUTIONS = (
     "linux-aio",
     "linux-aio-bind",
     "uvloop",
+    # bench http: the frameworks and the other loops
+    "uvicorn",
+    "httptools",
+    "aiohttp",
+    "rloop",
+    "zuvloop",
+    "rsloop",
 )
 
 
@@ -168,7 +175,11 @@ def machine_info() -> dict[str, Any]:
 
 def _ringio_commit() -> str | None:
     """The commit of the ringio checkout this runs from (an editable install), with
-    "+changes" when its tree differs from it; None for an installed wheel."""
+    "+changes" when its tree differs from it; for an installed wheel,
+    RINGIO_BENCH_COMMIT (`tools/test-py.sh --bench` sets it to the checkout's that
+    built the wheel), else None."""
+    if commit := os.environ.get("RINGIO_BENCH_COMMIT"):
+        return commit
     src = Path(__file__).resolve().parents[3]
     if not (src / ".git").exists():
         return None

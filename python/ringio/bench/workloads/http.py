@@ -21,6 +21,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -66,20 +67,34 @@ def start_server(
     """Starts bench/servers/http_server.py; returns it and its port (raises
     RuntimeError when it does not come up)."""
     script = repo_root() / "bench" / "servers" / "http_server.py"
-    proc = subprocess.Popen(
+    return spawn_server(
         [sys.executable, str(script), "--framework", framework, "--loop-factory", factory,
-         "--duration", "900"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-        preexec_fn=_pin(cpus),
+         "--duration", "900"], cpus,
     )  # fmt: skip
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # the server prints its port once it serves
-    try:
-        return proc, int(line)
-    except ValueError:
-        stop_server(proc)
-        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-        raise RuntimeError(err.strip().splitlines()[-1] if err.strip() else "no port") from None
+
+
+def spawn_server(cmd: list[str], cpus: set[int]) -> tuple[subprocess.Popen[bytes], int]:
+    """Runs `cmd` pinned to `cpus`; returns it and the port it prints on its first
+    line (raises RuntimeError with its last line of stderr when it prints none).
+
+    stderr goes to an unnamed file, not a pipe: nobody reads the server's stderr
+    while it serves, and a server that logs per connection (rloop and rsloop under
+    aiohttp on CPython 3.14 print a traceback for each one closed) stopped once a
+    pipe's 64 KiB were full."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+            preexec_fn=_pin(cpus),
+        )  # fmt: skip
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the server prints its port once it serves
+        try:
+            return proc, int(line)
+        except ValueError:
+            stop_server(proc)
+            err.seek(0)
+            text = err.read().decode(errors="replace").strip()
+            raise RuntimeError(text.splitlines()[-1] if text else "no port") from None
 
 
 def stop_server(proc: subprocess.Popen[bytes]) -> None:
