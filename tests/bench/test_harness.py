@@ -263,8 +263,9 @@ def test_http_smoke_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_a_server_that_logs_much_is_not_blocked_by_its_stderr() -> None:
-    # rloop and rsloop under aiohttp on CPython 3.14 log a traceback per closed
-    # connection: with stderr an unread pipe the server stopped once it was full.
+    # aiohttp on rloop or rsloop (CPython 3.14) logs a traceback per request task
+    # whose connection wrk closed: with stderr an unread pipe the server stopped
+    # once the pipe was full.
     from ringio.bench.workloads import http
 
     child = (
