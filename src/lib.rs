@@ -10,7 +10,6 @@
 pub mod aio;
 pub mod buffers;
 pub mod conn;
-pub mod deferred;
 pub mod engine;
 pub mod errors;
 pub mod fastpath;
@@ -134,7 +133,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     lines::register(m)?;
     ready::register(m)?;
     started::register(m)?;
-    deferred::register(m)?;
     add_submodule(m, "uring", fill_uring)?;
     add_submodule(m, "aio", fill_aio)?;
     add_submodule(m, "loop", loopcore::register)?;

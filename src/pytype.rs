@@ -1,5 +1,5 @@
-//! What ringio's hand-made Python types share. `LineIter`, `Ready`, `Deferred` and
-//! `Started` are built from slots with `PyType_FromSpec`, not `#[pyclass]`, because they
+//! What ringio's hand-made Python types share. `LineIter`, `Ready` and `Started` are
+//! built from slots with `PyType_FromSpec`, not `#[pyclass]`, because they
 //! need `am_send` (an `await` that completes without raising StopIteration): the
 //! slot and method entries, the GC-tracked heap type, and its dealloc.
 
@@ -128,7 +128,7 @@ pub type AmSend = unsafe extern "C" fn(
 ) -> ffi::PySendResult;
 
 /// What a hand-made awaitable that asyncio takes for a coroutine (it has `send`,
-/// `throw` and `close` beside `__await__`: `Ready`, `Deferred`, `Started`) is made
+/// `throw` and `close` beside `__await__`: `Ready`, `Started`) is made
 /// of: its slots and its three methods with their docs.
 pub struct CoroutineType {
     pub name: &'static CStr,

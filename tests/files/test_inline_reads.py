@@ -1,5 +1,5 @@
-"""Reads of cached data without a coroutine: ``pread`` is served when called (a
-``Ready``), ``read`` and ``readinto`` when their awaitable starts (a ``Deferred``).
+"""Reads of cached data without waiting: ``pread`` is served when called (a
+``Ready``), ``read`` and ``readinto`` at their coroutine's first step.
 What a user sees of that: the bytes and positions are the builtin file's, an op
 queued earlier is never overtaken, nothing is read or lost by a task cancelled
 before it ran, bytes a cancelled op kept come first, and the results work wherever
@@ -17,7 +17,7 @@ import sys
 import pytest
 
 import ringio
-from ringio._core import DEFERRED_READ, Deferred, Ready
+from ringio._core import Ready
 
 PAYLOAD = random.Random(7).randbytes(300_000)
 
@@ -90,7 +90,7 @@ async def test_a_pread_sees_a_buffered_write_not_yet_written(engine, path, buffe
 async def test_read_and_readinto_read_when_started_not_when_called(engine, path, buffering):
     async with ringio.open(path, "rb", buffering=buffering) as f:
         first, second = f.read(10), f.readinto(bytearray(10))
-        assert type(first) is Deferred and type(second) is Deferred
+        assert inspect.iscoroutine(first) and inspect.iscoroutine(second)
         assert await f.tell() == 0  # nothing read yet
         buf = bytearray(10)
         assert await f.readinto(buf) == 10
@@ -123,69 +123,6 @@ async def test_a_read_does_not_overtake_an_op_waiting_for_the_file(engine, path,
         data = await f.read(4)
         assert await queued == 4
         assert data == PAYLOAD[4:8]  # after the write, as it asked first
-
-
-class _FakeFile:
-    """What a Deferred calls: `_read_now` and `_read_later`."""
-
-    def __init__(self, now):
-        self.now, self.calls = now, []
-
-    def _read_now(self, arg):
-        self.calls.append(("now", arg))
-        if isinstance(self.now, BaseException):
-            raise self.now
-        return self.now
-
-    def _read_later(self, arg):
-        self.calls.append(("later", arg))
-
-        async def later():
-            await asyncio.sleep(0)
-            return ("later", arg)
-
-        return later()
-
-
-async def test_deferred_drives_the_coroutine_when_the_read_must_wait():
-    fake = _FakeFile(None)
-    assert await Deferred(fake, 7, DEFERRED_READ) == ("later", 7)
-    assert fake.calls == [("now", 7), ("later", 7)]
-    fake = _FakeFile(b"at once")
-    d = Deferred(fake, 1, DEFERRED_READ)
-    assert await d == b"at once"
-    assert fake.calls == [("now", 1)]
-    with pytest.raises(RuntimeError, match="already awaited"):
-        await d
-    assert await asyncio.create_task(Deferred(_FakeFile(None), 2, DEFERRED_READ)) == (
-        "later", 2,
-    )  # fmt: skip
-
-
-def test_deferred_behaves_as_a_coroutine_before_and_after_it_starts():
-    fake = _FakeFile(b"x")
-    d = Deferred(fake, 1, DEFERRED_READ)
-    with pytest.raises(KeyError):
-        d.throw(KeyError("k"))  # not started: raised, nothing read
-    assert fake.calls == []
-    d = Deferred(fake, 1, DEFERRED_READ)
-    assert d.close() is None
-    assert fake.calls == []
-    with pytest.raises(OSError, match="boom"):
-        Deferred(_FakeFile(OSError("boom")), 1, DEFERRED_READ).send(None)
-    d = Deferred(_FakeFile(None), 3, DEFERRED_READ)
-    assert d.send(None) is None  # the coroutine's sleep(0) yields
-    with pytest.raises(ValueError, match="inside"):
-        d.throw(ValueError("inside"))  # thrown into the coroutine, which raises it
-    with pytest.raises(RuntimeError):
-        d.send(None)
-    d = Deferred(_FakeFile(None), 3, DEFERRED_READ)
-    d.send(None)
-    assert d.close() is None  # closes the coroutine
-    with pytest.raises(TypeError):
-        Deferred(fake, 1)
-    with pytest.raises(TypeError):
-        Deferred(fake, 1, 9)
 
 
 async def test_a_ready_result_is_a_coroutine_to_asyncio(engine, path):
@@ -225,10 +162,10 @@ def test_ready_behaves_as_a_finished_coroutine():
         Ready()
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="inspect.markcoroutinefunction is 3.12+")
 def test_the_read_methods_are_coroutine_functions_to_inspect():
+    names = ("read", "readinto", "pread") if sys.version_info >= (3, 12) else ("read", "readinto")
     for cls in (ringio.AsyncFileIO, ringio.AsyncBufferedFile):
-        for name in ("read", "readinto", "pread"):
+        for name in names:  # pread is marked, which 3.11 cannot do
             assert inspect.iscoroutinefunction(getattr(cls, name)), (cls, name)
 
 

@@ -83,7 +83,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def markcoroutinefunction(func: _F) -> _F:
     """Marks a method that returns an awaitable other than a coroutine
-    (``ringio._core.Ready``, ``Deferred``), so that ``inspect.iscoroutinefunction`` is True of it
+    (``ringio._core.Ready``, ``Started``), so that ``inspect.iscoroutinefunction`` is True of it
     as of the coroutine it stands for (CPython 3.12+; 3.11 has no such mark)."""
     mark = getattr(inspect, "markcoroutinefunction", None)
     return mark(func) if mark is not None else func

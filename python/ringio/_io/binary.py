@@ -7,10 +7,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from .._core import DEFERRED_READ, DEFERRED_READINTO, Deferred, LineCursor, copy_into
+from .._core import LineCursor, copy_into
 from .base import (
     CHUNK_MAX,
     CHUNK_MIN,
@@ -18,7 +18,6 @@ from .base import (
     _closed_error,
     _FileLock,
     _index,
-    markcoroutinefunction,
 )
 from .lines import LineReading
 
@@ -115,29 +114,17 @@ class _BinaryFile(LineReading[bytes], _Base):
         raise NotImplementedError
 
     # -- reading ----------------------------------------------------------------------
-    # read() and readinto() return a Deferred: when the awaiting task starts it, the
-    # layer's _read_now/_readinto_now serve the read at once (from the read buffer,
-    # or the page cache) if nothing comes before it; else the coroutine
-    # (_read_later/_readinto_later) does the read.
-    @markcoroutinefunction
-    def read(self, size: int | None = -1) -> Coroutine[Any, Any, bytes]:
+    # read() and readinto() are coroutines: nothing is read before the awaiting task
+    # runs them, so a task cancelled before its first step reads and loses nothing,
+    # and reads happen in the order they are awaited. Their first step asks the
+    # layer's _read_now/_readinto_now, which serve the read at once (from the read
+    # buffer, or the page cache) if nothing comes before it; else the rest reads
+    # through the engine.
+    async def read(self, size: int | None = -1) -> bytes:
         """Reads up to `size` bytes (all, to EOF, when negative or None)."""
-        return Deferred(self, size, DEFERRED_READ)
-
-    @markcoroutinefunction
-    def readinto(self, buffer: Any) -> Coroutine[Any, Any, int]:
-        """Reads into a writable bytes-like object; returns the byte count."""
-        return Deferred(self, buffer, DEFERRED_READINTO)
-
-    def _read_now(self, size: Any) -> bytes | None:  # pragma: no cover - the layer's
-        """``read(size)`` when it can be served without waiting; else None."""
-        return None
-
-    def _readinto_now(self, buffer: Any) -> int | None:  # pragma: no cover
-        """``readinto(buffer)`` when it can be served without waiting; else None."""
-        return None  # the layer's
-
-    async def _read_later(self, size: int | None) -> bytes:
+        data = self._read_now(size)
+        if data is not None:
+            return data
         self._check_readable()
         size = _index(size)
         if size < 0:
@@ -146,13 +133,11 @@ class _BinaryFile(LineReading[bytes], _Base):
             self._unlines()
         return await self._read_sized(size)
 
-    async def _read_sized(self, size: int) -> bytes:  # pragma: no cover - the layer's
-        raise NotImplementedError
-
-    async def readall(self) -> bytes:  # pragma: no cover - the layer's
-        raise NotImplementedError
-
-    async def _readinto_later(self, buffer: Any) -> int:
+    async def readinto(self, buffer: Any) -> int:
+        """Reads into a writable bytes-like object; returns the byte count."""
+        got = self._readinto_now(buffer)
+        if got is not None:
+            return got
         self._unlines()
         self._check_readable()
         try:
@@ -171,6 +156,20 @@ class _BinaryFile(LineReading[bytes], _Base):
         async with self._lock:
             await self._before_read()
             return await self._readinto_locked(mv)
+
+    def _read_now(self, size: Any) -> bytes | None:  # pragma: no cover - the layer's
+        """``read(size)`` when it can be served without waiting; else None."""
+        return None
+
+    def _readinto_now(self, buffer: Any) -> int | None:  # pragma: no cover
+        """``readinto(buffer)`` when it can be served without waiting; else None."""
+        return None  # the layer's
+
+    async def _read_sized(self, size: int) -> bytes:  # pragma: no cover - the layer's
+        raise NotImplementedError
+
+    async def readall(self) -> bytes:  # pragma: no cover - the layer's
+        raise NotImplementedError
 
     async def _readinto_locked(self, mv: memoryview) -> int:  # pragma: no cover
         raise NotImplementedError  # the layer's
