@@ -143,11 +143,8 @@ class _BinaryFile(LineReading[bytes], _Base):
         try:
             mv = memoryview(buffer)
         except TypeError:
-            raise TypeError(
-                "readinto() argument must be read-write bytes-like object, "
-                f"not {type(buffer).__name__}"
-            ) from None
-        if mv.readonly:
+            mv = None
+        if mv is None or mv.readonly or not mv.c_contiguous:  # what io's "w*" refuses
             raise TypeError(
                 "readinto() argument must be read-write bytes-like object, "
                 f"not {type(buffer).__name__}"
