@@ -37,6 +37,29 @@ pub fn copy_into(
     Ok(n)
 }
 
+/// `copy_whole_into(target, source, start)`: as `copy_into` where `source` holds
+/// all of `target`'s length from `start`; else -1, with nothing copied (an empty
+/// `target` included). A buffered file's `readinto` served from its read buffer
+/// only when the buffer holds the whole read, with the checks in the same call.
+#[pyfunction]
+pub fn copy_whole_into(
+    target: &Bound<'_, PyAny>,
+    source: &Bound<'_, PyAny>,
+    start: usize,
+) -> PyResult<isize> {
+    let into = View::writable(target)?;
+    let from = View::readable(source)?;
+    let n = into.len();
+    if n == 0 || n > from.len().saturating_sub(start) {
+        return Ok(-1);
+    }
+    // SAFETY: both views stay exported until they are dropped below; `from` holds
+    // `start + n` bytes (checked above) and `into` is writable for `n`; `ptr::copy`
+    // (memmove) is sound even where the two are one object.
+    unsafe { std::ptr::copy(from.ptr().add(start), into.ptr(), n) };
+    Ok(n as isize)
+}
+
 /// `writable_address(buffer)`: the address and byte length of a writable,
 /// C-contiguous buffer, for checking O_DIRECT alignment before a read goes straight
 /// into it. Raises TypeError for what a read cannot fill (as a read would). The

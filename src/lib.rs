@@ -142,6 +142,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fastpath::preadinto_nowait, m)?)?;
     m.add_function(wrap_pyfunction!(buffers::writable_address, m)?)?;
     m.add_function(wrap_pyfunction!(buffers::copy_into, m)?)?;
+    m.add_function(wrap_pyfunction!(buffers::copy_whole_into, m)?)?;
     m.add_function(wrap_pyfunction!(fastpath::open_path_cached, m)?)?;
     m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
     m.add_function(wrap_pyfunction!(fs_type, m)?)?;

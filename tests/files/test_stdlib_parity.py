@@ -147,3 +147,43 @@ def test_resource_warning_names_the_text_file(tmp_path):
     assert len(found) == 1, [str(w.message) for w in caught]
     assert str(found[0].message) == f"unclosed file {text}"
     assert "AsyncTextFile" in text
+
+
+@pytest.mark.parametrize("buffering", [0, -1, 64])
+async def test_readinto_targets_as_the_builtin_takes_them(engine, tmp_path, buffering):
+    """After a short read (a buffered file then holds bytes ahead), `readinto` of
+    each kind of target: what it returns, the bytes it fills, the error it raises."""
+    import array
+
+    path = tmp_path / "f"
+    path.write_bytes(bytes(range(256)) * 40)
+
+    def targets() -> list:
+        return [bytearray(7), memoryview(bytearray(20))[4:12], array.array("i", [0] * 3),
+                bytearray(0), b"readonly", memoryview(bytearray(8))[::2],
+                bytearray(50), bytearray(10_000)]  # fmt: skip
+
+    def outcome(call) -> object:
+        try:
+            return call()
+        except (TypeError, BufferError) as e:
+            return (type(e), str(e))
+
+    with open(path, "rb", buffering=buffering) as f:
+        f.read(3)
+        want = []
+        for t in targets():
+            want.append((outcome(lambda t=t: f.readinto(t)), bytes(t), f.tell()))
+    async with ringio.open(path, "rb", buffering=buffering) as f:
+        await f.read(3)
+        got = []
+        for t in targets():
+            got.append((await _aoutcome(f.readinto(t)), bytes(t), await f.tell()))
+    assert got == want
+
+
+async def _aoutcome(awaitable) -> object:
+    try:
+        return await awaitable
+    except (TypeError, BufferError) as e:
+        return (type(e), str(e))

@@ -269,6 +269,10 @@ def copy_into(target: Buffer, source: Buffer, start: int) -> int:
     """Copies ``source[start:start + len(target)]`` (less where ``source`` ends first)
     into the start of the writable buffer ``target``; returns the byte count."""
 
+def copy_whole_into(target: Buffer, source: Buffer, start: int) -> int:
+    """As ``copy_into`` where ``source`` holds all of ``len(target)`` bytes from
+    ``start``; else -1, with nothing copied (an empty ``target`` too)."""
+
 def _enter_count() -> int:
     """io_uring_enter calls the process made through ringio's wait path (tests)."""
 

@@ -22,6 +22,7 @@ from .._core import (
     LINES_BYTES,
     AlignedBuffer,
     LineCursor,
+    copy_whole_into,
     pread_nowait,
     pread_ready,
 )
@@ -281,10 +282,28 @@ class AsyncBufferedFile(_BinaryFile):
         that read ahead, ``_reads_ahead``) or straight into `buffer`; else None
         (nothing changed)."""
         raw = self.raw
-        if not self._readable or raw._closed or not self._lock.idle():
+        lock = self._lock
+        # lock.idle(), inlined: this is the path of every readinto the buffer serves.
+        if (
+            not self._readable
+            or raw._closed
+            or lock._locked  # type: ignore[attr-defined]
+            or lock._waiters  # type: ignore[attr-defined]
+        ):
             return None
         if self._cursor is not None:
             self._unlines()
+        rpos = self._rpos
+        if len(self._rbuf) > rpos:
+            # Served from the read buffer where it holds the whole read.
+            try:
+                got = copy_whole_into(buffer, self._rbuf, rpos)
+            except Exception:  # not a writable buffer: the coroutine says so
+                return None
+            if got < 0:
+                return None
+            self._rpos = rpos + got
+            return got
         try:
             mv = memoryview(buffer)
         except TypeError:  # the coroutine says what is wrong
@@ -292,9 +311,6 @@ class AsyncBufferedFile(_BinaryFile):
         n = mv.nbytes
         if mv.readonly or n == 0 or not mv.c_contiguous:
             return None
-        avail = len(self._rbuf) - self._rpos
-        if avail:
-            return self._take_into(mv) if n <= avail else None
         if self._wbuf:
             return None
         if not self._reads_ahead(n):
