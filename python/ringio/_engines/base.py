@@ -342,9 +342,10 @@ class FileEngine(abc.ABC):
         todo = iter(range(len(offs)))
         # A lane's failure reaches `gather` and the cancels below a loop turn or two
         # later; a lane that resumes in between would start another read.
-        failed: list[BaseException] = []
+        failed = False
 
         async def lane() -> None:
+            nonlocal failed
             mv = None if in_place else memoryview(lane_buffer(n, align)).cast("B")
             try:
                 for i in todo:
@@ -357,8 +358,8 @@ class FileEngine(abc.ABC):
                         start, length, skip = read_span(offs[i], n, a)
                         got = await self.pread(fd, mv[:length], start, hint)
                         deliver(results, i, got - skip, n, mv, skip, out)
-            except BaseException as exc:
-                failed.append(exc)
+            except BaseException:
+                failed = True
                 raise
 
         tasks = [self.loop.create_task(lane()) for _ in range(min(depth, len(offs)))]
