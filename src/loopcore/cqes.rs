@@ -8,7 +8,9 @@ use crate::engine::RawCompletion;
 
 use super::action::{Action, Payload};
 use super::callbacks::Method;
-use super::{untoken, CoreState, LoopCore, BIG_BIT, BUFSIZE, CACHE_BUDGET, KIND_RECV, MIN_WINDOW};
+use super::{
+    untoken, wake_token, CoreState, LoopCore, BIG_BIT, BUFSIZE, CACHE_BUDGET, KIND_RECV, MIN_WINDOW,
+};
 
 /// One transport's receives from the pool in a CQE batch, delivered as one
 /// `data_received` call.
@@ -86,6 +88,18 @@ impl LoopCore {
         groups: &mut Vec<ReceiveGroup>,
     ) {
         for c in cqes {
+            if c.token == wake_token() {
+                // `wake()` from some thread: the wait has ended, which is all it is
+                // for. The next flush arms the read again; an error other than a
+                // cancellation (the ring closing) would recur at every re-arm, so
+                // the loop then wakes through asyncio's self-pipe instead.
+                inner.wake_armed = false;
+                let res = c.res as i32;
+                if res < 0 && res != -libc::ECANCELED && res != -libc::EINTR {
+                    inner.wake_failed = true;
+                }
+                continue;
+            }
             let (slot, gen, kind) = untoken(c.token);
             let flags = c.res2 as u32;
             let bid = cqueue::buffer_select(flags);

@@ -11,7 +11,9 @@ use crate::conn::recv::{rearm_budget, step, Step};
 use crate::conn::send::SendOp;
 use crate::ring::prep;
 
-use super::{recv_token, token, CoreState, LoopCore, BGID, BUFSIZE, KIND_SEND, NBUFS};
+use super::{
+    recv_token, token, wake_token, CoreState, LoopCore, BGID, BUFSIZE, KIND_SEND, NBUFS, WAKE_SINK,
+};
 
 impl LoopCore {
     /// Binds the core to `ring` (the selector makes a new ring when the loop moves
@@ -28,6 +30,8 @@ impl LoopCore {
         }
         let had_ring = inner.ring.is_some();
         inner.ring = Some(ring.clone().unbind());
+        // The wake-up read was on the old ring, or on none yet.
+        inner.wake_armed = false;
         if !had_ring {
             return;
         }
@@ -51,6 +55,14 @@ impl LoopCore {
         engine: &mut crate::uring::UringEngine,
     ) -> std::io::Result<()> {
         Self::unstarve(inner, engine);
+        if !inner.wake_armed && !inner.wake_failed && !inner.closed {
+            // SAFETY (of the pointer the kernel writes through): WAKE_SINK is a
+            // static, there as long as the process; only its address is taken here.
+            let sink = std::ptr::addr_of_mut!(WAKE_SINK).cast::<u8>();
+            let sqe = prep::read(types::Fd(inner.wake_fd), sink, 8).user_data(wake_token());
+            engine.push_side(sqe, true)?;
+            inner.wake_armed = true;
+        }
         let dirty = std::mem::take(&mut inner.dirty);
         let mut result = Ok(());
         for slot in dirty {

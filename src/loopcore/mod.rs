@@ -35,7 +35,7 @@ mod transport;
 mod writer;
 
 use std::collections::VecDeque;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -102,6 +102,22 @@ fn token(slot: u32, gen: u32, kind: u64) -> u64 {
     Owner::LoopCore((u64::from(gen & 0x3fff_ffff) << 32) | (u64::from(slot) << 1) | kind).encode()
 }
 
+/// The slot of the loop's wake-up read (`LoopCore::wake`): above any transport's
+/// (slots are indexes of `CoreState::conns`, which never holds 2^30 entries).
+const WAKE_SLOT: u32 = 0x3fff_ffff;
+
+/// The user_data of the wake-up read. Its kind is a receive's: `select_step`
+/// keeps waiting past CQEs that are all sends, never past this one.
+fn wake_token() -> u64 {
+    token(WAKE_SLOT, 0x3fff_ffff, KIND_RECV)
+}
+
+/// Where every loop's wake-up read puts the eventfd's counter, which nobody reads:
+/// a static, so that a read the kernel completes after its loop is gone (a ring
+/// that was never shut down) writes into memory that is still there. Only its
+/// address is taken; Rust code never reads or writes it.
+static mut WAKE_SINK: u64 = 0;
+
 fn recv_token(slot: u32, gen: u32, big: bool) -> u64 {
     token(slot, gen, KIND_RECV) | if big { BIG_BIT } else { 0 }
 }
@@ -151,6 +167,14 @@ struct CoreState {
     /// A `run_deferred` handle is queued (`claim_deferred`).
     deferred_queued: bool,
     closed: bool,
+    /// The wake-up eventfd (`LoopCore::wake`; the core owns it).
+    wake_fd: RawFd,
+    /// A read of `wake_fd` is on the ring: a `wake()` from any thread completes it,
+    /// which ends the loop's wait.
+    wake_armed: bool,
+    /// The read failed other than by cancellation: no more are armed, and `wake()`
+    /// returns False so that the loop wakes itself through asyncio's self-pipe.
+    wake_failed: bool,
 }
 
 impl CoreState {
@@ -184,6 +208,10 @@ impl CoreState {
 #[pyclass(module = "ringio._core.loop", frozen)]
 pub struct LoopCore {
     inner: Mutex<CoreState>,
+    /// `call_soon_threadsafe`'s wake-up (`wake`): an eventfd that a read on the
+    /// ring waits on. Open until the core is dropped, so that no thread's `wake()`
+    /// writes to an fd number given back and reused.
+    wake: OwnedFd,
     /// What the select settles as a future (`isinstance`'s second argument): the
     /// loop hands asyncio's `Future` and the lanes of `pread_many`
     /// (`ringio._engines.many.Lane`, settled through the same methods).
@@ -255,12 +283,32 @@ impl LoopCore {
     /// file ops' futures the select settles; `report_error(handle, exc)` reports
     /// an exception out of a handle's callback.
     #[new]
-    fn new(future_types: Py<PyAny>, report_error: Py<PyAny>) -> Self {
-        Self {
-            inner: Mutex::new(CoreState::default()),
+    fn new(future_types: Py<PyAny>, report_error: Py<PyAny>) -> PyResult<Self> {
+        let wake = crate::sys::eventfd()?;
+        let inner = CoreState {
+            wake_fd: wake.as_raw_fd(),
+            ..CoreState::default()
+        };
+        Ok(Self {
+            inner: Mutex::new(inner),
+            wake,
             future_types,
             report_error,
+        })
+    }
+
+    /// Ends the loop's wait from any thread (`call_soon_threadsafe`'s
+    /// `_write_to_self`): adds 1 to the eventfd that the ring's wake-up read waits
+    /// on. Its completion is the core's own: the loop runs its ready handles with
+    /// no selector event, no self-pipe read and no Python-level iteration. Returns
+    /// False, having written nothing, once the wake-up read has failed; the caller
+    /// then uses asyncio's self-pipe.
+    fn wake(&self) -> bool {
+        if lock(&self.inner).wake_failed {
+            return false;
         }
+        crate::sys::eventfd_signal(self.wake.as_raw_fd());
+        true
     }
 
     /// The cyclic GC sees the Python objects the core holds: an unclosed loop

@@ -30,6 +30,12 @@ pub fn recv_multishot(fd: types::Fd, bgid: u16) -> squeue::Entry {
     opcode::RecvMulti::new(fd, bgid).build()
 }
 
+/// A read of up to `len` bytes at `ptr` from `fd`'s current position (an
+/// eventfd's counter, for instance).
+pub fn read(fd: types::Fd, ptr: *mut u8, len: u32) -> squeue::Entry {
+    opcode::Read::new(fd, ptr, len).build()
+}
+
 /// Cancels the op whose SQE carried `target` as its user_data.
 pub fn cancel(target: u64) -> squeue::Entry {
     opcode::AsyncCancel::new(target).build()

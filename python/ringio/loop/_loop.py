@@ -177,6 +177,16 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         timer._scheduled = True
         return timer
 
+    def _write_to_self(self) -> None:
+        # call_soon_threadsafe's wake-up. asyncio's writes a byte to its self-pipe,
+        # whose poll completion then takes a Python-level select, dispatch and
+        # recv; the core's eventfd read completes inside the native wait instead
+        # (LoopCore.wake). The self-pipe stays registered: signal.set_wakeup_fd
+        # writes signal numbers to it.
+        lring = self._loop_ring
+        if lring is None or not lring.core.wake():
+            super()._write_to_self()
+
     def _run_once(self) -> None:
         # asyncio's iteration (BaseEventLoop._run_once) in native code (LoopCore:
         # select_timeout, run_ready, and run_once for both with the wait between),
