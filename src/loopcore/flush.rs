@@ -1,6 +1,8 @@
 //! SQE staging: binding the core to the loop's ring, then the receive arms and
 //! cancels and the sends that dirty transports need before the next enter.
 
+use std::os::fd::AsRawFd;
+
 use io_uring::{opcode, types};
 use pyo3::prelude::*;
 
@@ -55,11 +57,15 @@ impl LoopCore {
         engine: &mut crate::uring::UringEngine,
     ) -> std::io::Result<()> {
         Self::unstarve(inner, engine);
-        if !inner.wake_armed && !inner.wake_failed && !inner.closed {
-            // SAFETY (of the pointer the kernel writes through): WAKE_SINK is a
-            // static, there as long as the process; only its address is taken here.
+        if let Some(fd) = inner
+            .wake
+            .as_ref()
+            .filter(|_| !inner.wake_armed && !inner.wake_failed)
+        {
+            // The kernel writes through this pointer: WAKE_SINK is a static, there as
+            // long as the process; only its address is taken.
             let sink = std::ptr::addr_of_mut!(WAKE_SINK).cast::<u8>();
-            let sqe = prep::read(types::Fd(inner.wake_fd), sink, 8).user_data(wake_token());
+            let sqe = prep::read(types::Fd(fd.as_raw_fd()), sink, 8).user_data(wake_token());
             engine.push_side(sqe, true)?;
             inner.wake_armed = true;
         }

@@ -167,8 +167,10 @@ struct CoreState {
     /// A `run_deferred` handle is queued (`claim_deferred`).
     deferred_queued: bool,
     closed: bool,
-    /// The wake-up eventfd (`LoopCore::wake`; the core owns it).
-    wake_fd: RawFd,
+    /// The wake-up eventfd (`LoopCore::wake`), until `close_all` closes it. Behind
+    /// the core's mutex, so that no thread's `wake()` writes to the fd number once
+    /// it has been given back (and maybe reused).
+    wake: Option<OwnedFd>,
     /// A read of `wake_fd` is on the ring: a `wake()` from any thread completes it,
     /// which ends the loop's wait.
     wake_armed: bool,
@@ -208,10 +210,6 @@ impl CoreState {
 #[pyclass(module = "ringio._core.loop", frozen)]
 pub struct LoopCore {
     inner: Mutex<CoreState>,
-    /// `call_soon_threadsafe`'s wake-up (`wake`): an eventfd that a read on the
-    /// ring waits on. Open until the core is dropped, so that no thread's `wake()`
-    /// writes to an fd number given back and reused.
-    wake: OwnedFd,
     /// What the select settles as a future (`isinstance`'s second argument): the
     /// loop hands asyncio's `Future` and the lanes of `pread_many`
     /// (`ringio._engines.many.Lane`, settled through the same methods).
@@ -284,14 +282,12 @@ impl LoopCore {
     /// an exception out of a handle's callback.
     #[new]
     fn new(future_types: Py<PyAny>, report_error: Py<PyAny>) -> PyResult<Self> {
-        let wake = crate::sys::eventfd()?;
         let inner = CoreState {
-            wake_fd: wake.as_raw_fd(),
+            wake: Some(crate::sys::eventfd()?),
             ..CoreState::default()
         };
         Ok(Self {
             inner: Mutex::new(inner),
-            wake,
             future_types,
             report_error,
         })
@@ -301,14 +297,17 @@ impl LoopCore {
     /// `_write_to_self`): adds 1 to the eventfd that the ring's wake-up read waits
     /// on. Its completion is the core's own: the loop runs its ready handles with
     /// no selector event, no self-pipe read and no Python-level iteration. Returns
-    /// False, having written nothing, once the wake-up read has failed; the caller
-    /// then uses asyncio's self-pipe.
+    /// False, having written nothing, once the wake-up read has failed or the core
+    /// is closed; the caller then uses asyncio's self-pipe.
     fn wake(&self) -> bool {
-        if lock(&self.inner).wake_failed {
-            return false;
+        let inner = self.lock();
+        match &inner.wake {
+            Some(fd) if !inner.wake_failed => {
+                crate::sys::eventfd_signal(fd.as_raw_fd());
+                true
+            }
+            _ => false,
         }
-        crate::sys::eventfd_signal(self.wake.as_raw_fd());
-        true
     }
 
     /// The cyclic GC sees the Python objects the core holds: an unclosed loop
@@ -699,6 +698,8 @@ impl LoopCore {
             inner.resumed.clear();
             inner.pending.clear();
             inner.deferred_resumed.clear();
+            // Closed: a read of it still in flight holds the file, not the number.
+            inner.wake = None;
             // Dropped below, without the lock (they may hold transports).
             let deferred = std::mem::take(&mut inner.deferred);
             (
