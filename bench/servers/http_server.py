@@ -1,9 +1,15 @@
 """HTTP servers for the ``http`` benchmark: uvicorn (httptools) and aiohttp ``web``.
 
-Both serve the same two routes with keep-alive:
+Both serve the same three routes with keep-alive:
 
 ``/``      ``Hello, world!`` as text/plain;
-``/json``  a 10 KiB JSON document, serialised with ``json.dumps`` per request.
+``/json``  a 10 KiB JSON document, serialised with ``json.dumps`` per request;
+``/file``  the file ``--file`` names (the benchmark's is 1 MiB), as each framework's
+           users serve one: aiohttp's ``web.FileResponse`` (``loop.sendfile`` where
+           the loop has it, else reads in a thread and writes), Starlette's
+           ``FileResponse`` under uvicorn (reads in a thread through anyio, writes
+           in 64 KiB chunks). Without ``--file``, or under uvicorn without
+           Starlette, ``/file`` answers 404.
 
 ``--framework uvicorn|aiohttp``; ``--loop-factory module:callable`` picks the
 event loop (``asyncio:new_event_loop``, ``uvloop:new_event_loop``,
@@ -36,6 +42,10 @@ DOCUMENT = {
 }  # fmt: skip
 
 
+# The file ``/file`` serves (``--file``), or None.
+FILE: str | None = None
+
+
 def loop_factory(spec: str) -> Callable[[], asyncio.AbstractEventLoop]:
     module_name, _, attr = spec.partition(":")
     obj: Any = importlib.import_module(module_name)
@@ -53,6 +63,16 @@ async def asgi_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+    if scope["path"] == "/file":
+        try:
+            from starlette.responses import FileResponse
+        except ImportError:
+            FileResponse = None
+        if FILE is not None and FileResponse is not None:
+            return await FileResponse(FILE)(scope, receive, send)
+        await send({"type": "http.response.start", "status": 404, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return
     if scope["path"] == "/json":
         body, kind = json.dumps(DOCUMENT).encode(), b"application/json"
     else:
@@ -90,6 +110,13 @@ async def serve_aiohttp(sock: socket.socket, ready: Callable[[], None]) -> None:
     app = web.Application()
     app.router.add_get("/", hello)
     app.router.add_get("/json", document)
+    if FILE is not None:
+        path = FILE
+
+        async def file(request: web.Request) -> web.FileResponse:
+            return web.FileResponse(path)
+
+        app.router.add_get("/file", file)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.SockSite(runner, sock).start()
@@ -102,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework", choices=("uvicorn", "aiohttp"), required=True)
     parser.add_argument("--loop-factory", default="asyncio:new_event_loop")
     parser.add_argument("--duration", type=float, default=600.0)
+    parser.add_argument("--file", help="the file /file serves")
     args = parser.parse_args(argv)
+    global FILE
+    FILE = args.file
     factory = loop_factory(args.loop_factory)
     # proto=IPPROTO_TCP, as create_server's getaddrinfo gives it: asyncio's loop sets
     # TCP_NODELAY only on sockets that say TCP (proto 0 left Nagle on: 44 ms a request).

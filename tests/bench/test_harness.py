@@ -250,9 +250,12 @@ def test_http_smoke_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["bench", "http", "--smoke", "--out", str(out), "--peers", "asyncio"]) == 0
     doc = json.loads((out / "results.json").read_text())
     tables = doc["workloads"]["http"]["tables"]
+    import importlib.util
+
+    uvicorn_file = ["uvicorn, file (GET /file)"] if importlib.util.find_spec("starlette") else []
     assert [t["title"] for t in tables] == [
-        "uvicorn, hello (GET /)", "uvicorn, json (GET /json)",
-        "aiohttp, hello (GET /)", "aiohttp, json (GET /json)",
+        "uvicorn, hello (GET /)", "uvicorn, json (GET /json)", *uvicorn_file,
+        "aiohttp, hello (GET /)", "aiohttp, json (GET /json)", "aiohttp, file (GET /file)",
     ]  # fmt: skip
     for t in tables:
         assert {r["contender"] for r in t["rows"]} == {"ringio", "asyncio"}, t
@@ -286,3 +289,46 @@ def test_a_server_that_does_not_start_says_why() -> None:
     child = "import sys; sys.stderr.write('first\\nno framework here\\n'); sys.exit(3)"
     with pytest.raises(RuntimeError, match="no framework here"):
         http.spawn_server([sys.executable, "-c", child], {0})
+
+
+@pytest.mark.parametrize("framework", ["aiohttp", "uvicorn"])
+@pytest.mark.parametrize("loop", ["ringio", "asyncio"])
+def test_the_file_route_serves_the_file_whole(tmp_path: Path, framework: str, loop: str) -> None:
+    # aiohttp's FileResponse goes through loop.sendfile on ringio's loop, Starlette's
+    # through threads and transport.write: the bytes must be the file's, each time.
+    import os
+    import urllib.request
+
+    from ringio.bench.workloads import http
+
+    pytest.importorskip(framework)
+    if framework == "uvicorn":
+        pytest.importorskip("httptools")
+        pytest.importorskip("starlette")
+    served = tmp_path / "served.bin"
+    served.write_bytes(os.urandom(http.FILE_SIZE + 123))
+    proc, port = http.start_server(framework, http.LOOPS[loop], {0}, served)
+    try:
+        for _ in range(3):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/file", timeout=10) as r:
+                assert r.status == 200
+                assert r.read() == served.read_bytes()
+    finally:
+        http.stop_server(proc)
+
+
+def test_without_a_file_the_file_route_is_not_found() -> None:
+    import urllib.error
+    import urllib.request
+
+    from ringio.bench.workloads import http
+
+    for module in ("uvicorn", "httptools"):
+        pytest.importorskip(module)
+    proc, port = http.start_server("uvicorn", http.LOOPS["ringio"], {0})
+    try:
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/file", timeout=10)
+        assert err.value.code == 404
+    finally:
+        http.stop_server(proc)

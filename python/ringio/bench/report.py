@@ -28,6 +28,8 @@ PEER_DISTRIBUTIONS = (
     "uvicorn",
     "httptools",
     "aiohttp",
+    "starlette",
+    "anyio",
     "rloop",
     "zuvloop",
     "rsloop",

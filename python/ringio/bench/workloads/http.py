@@ -2,8 +2,10 @@
 rloop, zuvloop and rsloop (CPython 3.14) and asyncio's own loop, driven by wrk with
 keep-alive.
 
-Each framework serves ``/`` ("Hello, world!") and ``/json`` (10 KiB of JSON,
-serialised per request) from ``bench/servers/http_server.py``; the loop is given
+Each framework serves ``/`` ("Hello, world!"), ``/json`` (10 KiB of JSON,
+serialised per request) and ``/file`` (a 1 MiB file, as its users serve one: aiohttp's
+``web.FileResponse``, Starlette's ``FileResponse`` under uvicorn) from
+``bench/servers/http_server.py``; the loop is given
 as a factory, as uvicorn's ``--loop ringio:new_event_loop`` (uvicorn 0.36+) and
 aiohttp's ``web.run_app(loop=...)`` take it. Every (framework, loop) server runs
 once per round, every loop in turn within a round, so drifts of the shared machine
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from ..model import Options, Table, WorkloadResult
@@ -40,7 +43,11 @@ LOOPS = {
     "asyncio": "asyncio:new_event_loop",
 }
 FRAMEWORKS = {"uvicorn": ("uvicorn", "httptools"), "aiohttp": ("aiohttp",)}
-ROUTES = {"hello": "/", "json": "/json"}
+ROUTES = {"hello": "/", "json": "/json", "file": "/file"}
+# Routes that need a module beyond the framework's: uvicorn serves files through
+# Starlette (its FileResponse: what a uvicorn user writes).
+ROUTE_MODULES = {("uvicorn", "file"): "starlette"}
+FILE_SIZE = 1 << 20
 BASELINE = "uvloop"
 # Placement name -> (server CPUs, wrk CPUs).
 PLACEMENTS = {"one CPU": ({0}, {0}), "two CPUs": ({0}, {1})}
@@ -62,15 +69,16 @@ def _pin(cpus: set[int]) -> Any:
 
 
 def start_server(
-    framework: str, factory: str, cpus: set[int]
+    framework: str, factory: str, cpus: set[int], file: Path | None = None
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """Starts bench/servers/http_server.py; returns it and its port (raises
-    RuntimeError when it does not come up)."""
+    """Starts bench/servers/http_server.py (serving `file` at ``/file``); returns it
+    and its port (raises RuntimeError when it does not come up)."""
     script = repo_root() / "bench" / "servers" / "http_server.py"
-    return spawn_server(
-        [sys.executable, str(script), "--framework", framework, "--loop-factory", factory,
-         "--duration", "900"], cpus,
-    )  # fmt: skip
+    cmd = [sys.executable, str(script), "--framework", framework, "--loop-factory", factory,
+           "--duration", "900"]  # fmt: skip
+    if file is not None:
+        cmd += ["--file", str(file)]
+    return spawn_server(cmd, cpus)
 
 
 def spawn_server(cmd: list[str], cpus: set[int]) -> tuple[subprocess.Popen[bytes], int]:
@@ -181,6 +189,21 @@ def run(options: Options) -> WorkloadResult:
             options.notice(f"{fw}: {missing} not installed, skipped")
         else:
             frameworks[fw] = modules
+    routes = {}
+    for fw in frameworks:
+        for route, path in ROUTES.items():
+            needs = ROUTE_MODULES.get((fw, route))
+            if needs is not None and _have(needs) is not None:
+                options.notice(f"{fw}, {route}: {needs} not installed, skipped")
+            else:
+                routes[(fw, route)] = path
+    # The file /file serves: in the page cache after the first request, so the
+    # cells measure the loops and the frameworks' file paths, not the disk.
+    data_dir = Path(options.workdir or options.out / ".data") / "http"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    served = data_dir / "file-1MiB.bin"
+    if not served.exists() or served.stat().st_size != FILE_SIZE:
+        served.write_bytes(os.urandom(FILE_SIZE))
     note = (
         f"wrk -t1 -cN -d{seconds}s, keep-alive; {rounds} round(s), every loop in "
         "turn per round, medians (min-max beside them); one untimed wrk second "
@@ -196,8 +219,7 @@ def run(options: Options) -> WorkloadResult:
             higher_is_better=True,
             note=note,
         )
-        for fw in frameworks
-        for route, path in ROUTES.items()
+        for (fw, route), path in routes.items()
     }
     cells: dict[tuple[str, str, str, str, int], list[dict[str, float]]] = {}
     options.progress(rounds * len(placements) * len(frameworks) * len(loops), 0)
@@ -211,7 +233,7 @@ def run(options: Options) -> WorkloadResult:
                         options.progress(0, 1)
                         continue
                     try:
-                        proc, port = start_server(fw, factory, server_cpus)
+                        proc, port = start_server(fw, factory, server_cpus, served)
                     except RuntimeError as exc:
                         failed.add((fw, loop))
                         options.notice(f"{fw} on {loop}: server failed: {exc}")
@@ -220,6 +242,8 @@ def run(options: Options) -> WorkloadResult:
                     try:
                         run_wrk(port, "/", 10, 1, client_cpus)  # warm-up
                         for route, path in ROUTES.items():
+                            if (fw, route) not in routes:
+                                continue
                             for n in conns:
                                 before = process_cpu(proc.pid)
                                 figures = run_wrk(port, path, n, seconds, client_cpus)
