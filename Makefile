@@ -69,7 +69,7 @@ bench: bench-deps
 	$(PY) -m ringio bench all --quick
 
 # The core suites, and the files' reads served without a coroutine (the native
-# Ready and Deferred awaitables), under valgrind memcheck (AddressSanitizer for a
+# Ready awaitable), under valgrind memcheck (AddressSanitizer for a
 # Rust cdylib inside an uninstrumented CPython needs an ASan runtime preloaded into
 # python, which the Rust toolchain does not ship for cdylibs), then `make miri`.
 # Any memcheck report fails the run.
