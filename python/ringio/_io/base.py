@@ -53,7 +53,9 @@ DIO_FALLBACK = 4096
 #: Text decodes and splits chunks of at most this: the lines made from a chunk are
 #: still in the CPU cache when they are handed out (measured: 1 MiB chunks cost
 #: ~40% more per line than 64-256 KiB ones). Below glibc's mmap threshold (128 KiB),
-#: as READ_AHEAD_MAX: with 256 KiB chunks, `async for line in f` over the bench's
+#: as READ_AHEAD_MAX: a 256 KiB chunk and its decoded str are, in some process
+#: layouts, given back to the kernel when freed and faulted in again for the next
+#: chunk, and `async for line in f` over the bench's
 #: 20 MB text file ran at 0.78-0.80x `for line in f` for one engine or the other,
 #: depending on the file (3 files, 3-5 processes each, 2026-11-27; no read left the
 #: inline path), and at 1.0-1.05x for the other; with 120 KiB chunks at 0.99-1.05x
