@@ -171,7 +171,7 @@ struct CoreState {
     /// the core's mutex, so that no thread's `wake()` writes to the fd number once
     /// it has been given back (and maybe reused).
     wake: Option<OwnedFd>,
-    /// A read of `wake_fd` is on the ring: a `wake()` from any thread completes it,
+    /// A read of `wake` is on the ring: a `wake()` from any thread completes it,
     /// which ends the loop's wait.
     wake_armed: bool,
     /// The read failed other than by cancellation: no more are armed, and `wake()`
@@ -298,9 +298,14 @@ impl LoopCore {
     /// on. Its completion is the core's own: the loop runs its ready handles with
     /// no selector event, no self-pipe read and no Python-level iteration. Returns
     /// False, having written nothing, once the wake-up read has failed or the core
-    /// is closed; the caller then uses asyncio's self-pipe.
+    /// is closed; the caller then uses asyncio's self-pipe. Also when the core's
+    /// lock is taken: the caller is then a finalizer that a collection ran inside
+    /// one of the core's own critical sections in this thread (no other thread
+    /// holds the lock while this one holds the GIL), where locking would deadlock.
     fn wake(&self) -> bool {
-        let inner = self.lock();
+        let Some(inner) = try_lock(&self.inner) else {
+            return false;
+        };
         match &inner.wake {
             Some(fd) if !inner.wake_failed => {
                 crate::sys::eventfd_signal(fd.as_raw_fd());
