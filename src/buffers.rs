@@ -28,13 +28,20 @@ pub fn copy_into(
     let into = View::writable(target)?;
     let from = View::readable(source)?;
     let n = into.len().min(from.len().saturating_sub(start));
+    copy_span(&into, &from, start, n);
+    Ok(n)
+}
+
+/// Copies `from[start..start + n]` to the start of `into`, the two checked by the
+/// caller to hold that many bytes (`into` a writable view).
+fn copy_span(into: &View, from: &View, start: usize, n: usize) {
+    assert!(n <= into.len() && n <= from.len().saturating_sub(start));
     if n > 0 {
-        // SAFETY: both views stay exported until they are dropped below, so
-        // `from` is readable for `start + n` bytes and `into` writable for `n`;
-        // `ptr::copy` (memmove) is sound even where the two are one object.
+        // SAFETY: both views stay exported while borrowed here, so `from` is
+        // readable for `start + n` bytes and `into` writable for `n` (asserted
+        // above); `ptr::copy` (memmove) is sound even where the two are one object.
         unsafe { std::ptr::copy(from.ptr().add(start), into.ptr(), n) };
     }
-    Ok(n)
 }
 
 /// `copy_whole_into(target, source, start)`: as `copy_into` where `source` holds
@@ -53,10 +60,7 @@ pub fn copy_whole_into(
     if n == 0 || n > from.len().saturating_sub(start) {
         return Ok(-1);
     }
-    // SAFETY: both views stay exported until they are dropped below; `from` holds
-    // `start + n` bytes (checked above) and `into` is writable for `n`; `ptr::copy`
-    // (memmove) is sound even where the two are one object.
-    unsafe { std::ptr::copy(from.ptr().add(start), into.ptr(), n) };
+    copy_span(&into, &from, start, n);
     Ok(n as isize)
 }
 
