@@ -13,6 +13,8 @@ use crate::op::Completion;
 use crate::pydriver::ring::Ring;
 
 use super::callbacks::is_fatal;
+use super::handles::HandleSlots;
+use super::timers;
 use super::LoopCore;
 
 impl LoopCore {
@@ -76,24 +78,21 @@ impl LoopCore {
         stopping: bool,
     ) -> PyResult<Option<f64>> {
         let py = event_loop.py();
-        let heappop = heappop(py)?;
+        let slots = HandleSlots::get(py)?;
         while !scheduled.is_empty() {
             let head = scheduled.get_item(0)?;
-            if !head.getattr(intern!(py, "_cancelled"))?.is_truthy()? {
+            if !timer_cancelled(slots, &head)?.is_truthy()? {
                 break;
             }
             let count = event_loop.getattr(intern!(py, "_timer_cancelled_count"))?;
             event_loop.setattr(intern!(py, "_timer_cancelled_count"), count.sub(1)?)?;
-            let handle = heappop.call1((scheduled,))?;
-            handle.setattr(intern!(py, "_scheduled"), false)?;
+            let handle = pop_timer(slots, scheduled)?;
+            set_unscheduled(slots, &handle)?;
         }
         Ok(if stopping || ready.len()? > 0 {
             Some(0.0)
         } else if !scheduled.is_empty() {
-            let when: f64 = scheduled
-                .get_item(0)?
-                .getattr(intern!(py, "_when"))?
-                .extract()?;
+            let when: f64 = timer_when(slots, &scheduled.get_item(0)?)?.extract()?;
             Some((when - crate::sys::monotonic()).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
         } else {
             None
@@ -113,15 +112,15 @@ impl LoopCore {
                 .getattr(intern!(py, "_clock_resolution"))?
                 .extract()?;
             let end_time = crate::sys::monotonic() + resolution;
-            let heappop = heappop(py)?;
+            let slots = HandleSlots::get(py)?;
             while !scheduled.is_empty() {
                 let head = scheduled.get_item(0)?;
-                let when: f64 = head.getattr(intern!(py, "_when"))?.extract()?;
+                let when: f64 = timer_when(slots, &head)?.extract()?;
                 if when >= end_time {
                     break;
                 }
-                let handle = heappop.call1((scheduled,))?;
-                handle.setattr(intern!(py, "_scheduled"), false)?;
+                let handle = pop_timer(slots, scheduled)?;
+                set_unscheduled(slots, &handle)?;
                 ready.call_method1(intern!(py, "append"), (handle,))?;
             }
         }
@@ -131,10 +130,18 @@ impl LoopCore {
         }
         let popleft = ready.getattr(intern!(py, "popleft"))?;
         let kinds = HandleKinds::get(py)?;
+        let slots = HandleSlots::get(py)?;
         for _ in 0..count {
             let handle = popleft.call0()?;
-            if !handle.getattr(intern!(py, "_cancelled"))?.is_truthy()? {
-                kinds.run(&handle, report_error)?;
+            // asyncio's own handles: their fields through the slots' descriptors;
+            // any other handle through its attributes (a subclass may define them).
+            let own = slots.filter(|_| kinds.is_own(&handle));
+            let cancelled = match own {
+                Some(s) => s.cancelled(&handle)?,
+                None => handle.getattr(intern!(py, "_cancelled"))?,
+            };
+            if !cancelled.is_truthy()? {
+                kinds.run(&handle, own, report_error)?;
             }
         }
         Ok(())
@@ -285,6 +292,14 @@ impl HandleKinds {
         })
     }
 
+    /// Whether `handle` is an instance of asyncio's `Handle` or `TimerHandle`
+    /// themselves (not of a subclass).
+    pub(super) fn is_own(&self, handle: &Bound<'_, PyAny>) -> bool {
+        let py = handle.py();
+        let kind = handle.get_type();
+        kind.is(self.handle.bind(py)) || kind.is(self.timer_handle.bind(py))
+    }
+
     /// `handle._run()`: its callback runs in its context; SystemExit and
     /// KeyboardInterrupt propagate, any other exception goes to the loop's
     /// exception handler with asyncio's context (`report_error(handle, exc)`). Done
@@ -293,16 +308,21 @@ impl HandleKinds {
     pub(super) fn run(
         &self,
         handle: &Bound<'_, PyAny>,
+        slots: Option<&HandleSlots>,
         report_error: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let py = handle.py();
-        let kind = handle.get_type();
-        if !(kind.is(self.handle.bind(py)) || kind.is(self.timer_handle.bind(py))) {
+        if !self.is_own(handle) {
             return handle.call_method0(intern!(py, "_run")).map(drop);
         }
-        let context = handle.getattr(intern!(py, "_context"))?;
-        let callback = handle.getattr(intern!(py, "_callback"))?;
-        let args = handle.getattr(intern!(py, "_args"))?;
+        let (context, callback, args) = match slots {
+            Some(s) => s.call_parts(handle)?,
+            None => (
+                handle.getattr(intern!(py, "_context"))?,
+                handle.getattr(intern!(py, "_callback"))?,
+                handle.getattr(intern!(py, "_args"))?,
+            ),
+        };
         let args = args.cast::<PyTuple>()?;
         let mut call = Vec::with_capacity(args.len() + 2);
         call.push(context);
@@ -328,8 +348,49 @@ pub(super) const MAXIMUM_SELECT_TIMEOUT: f64 = 24.0 * 3600.0;
 
 pub(super) static HEAPPOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-pub(super) fn heappop(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    HEAPPOP
-        .get_or_try_init(py, || Ok(py.import("heapq")?.getattr("heappop")?.unbind()))
-        .map(|f| f.bind(py))
+/// `heapq.heappop(scheduled)`, natively where asyncio's handles have their slots.
+fn pop_timer<'py>(
+    slots: Option<&HandleSlots>,
+    scheduled: &Bound<'py, PyList>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = scheduled.py();
+    match slots {
+        Some(s) => timers::pop(s, scheduled),
+        None => HEAPPOP
+            .get_or_try_init(py, || -> PyResult<_> {
+                Ok(py.import("heapq")?.getattr("heappop")?.unbind())
+            })?
+            .bind(py)
+            .call1((scheduled,)),
+    }
+}
+
+/// A timer's `_cancelled`: through the slot for a `TimerHandle` itself.
+fn timer_cancelled<'py>(
+    slots: Option<&HandleSlots>,
+    timer: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match slots {
+        Some(s) if s.is_timer(timer) => s.cancelled(timer),
+        _ => timer.getattr(intern!(timer.py(), "_cancelled")),
+    }
+}
+
+/// A timer's `_when`: through the slot for a `TimerHandle` itself.
+fn timer_when<'py>(
+    slots: Option<&HandleSlots>,
+    timer: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match slots {
+        Some(s) if s.is_timer(timer) => s.when(timer),
+        _ => timer.getattr(intern!(timer.py(), "_when")),
+    }
+}
+
+/// `timer._scheduled = False`: through the slot for a `TimerHandle` itself.
+fn set_unscheduled(slots: Option<&HandleSlots>, timer: &Bound<'_, PyAny>) -> PyResult<()> {
+    match slots {
+        Some(s) if s.is_timer(timer) => s.set_scheduled(timer, false),
+        _ => timer.setattr(intern!(timer.py(), "_scheduled"), false),
+    }
 }

@@ -25,12 +25,15 @@
 
 mod action;
 mod callbacks;
+mod calls;
 mod cqes;
 mod deliver;
 mod flush;
+mod handles;
 mod iteration;
 mod pybytes;
 mod select;
+mod timers;
 mod transport;
 mod writer;
 
@@ -786,6 +789,7 @@ impl LoopCore {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LoopCore>()?;
     m.add_class::<TransportWriter>()?;
+    m.add_class::<calls::LoopCalls>()?;
     m.add_function(wrap_pyfunction!(_fail_receive_allocations, m)?)?;
     Ok(())
 }

@@ -827,6 +827,33 @@ def loop_run_not_callable() -> Any:
         return pool.submit(run).result(timeout=10)
 
 
+def loop_close_while_running() -> Any:
+    """close() from a callback of the running loop: asyncio's RuntimeError, and the
+    loop, still open, closes once it has stopped. (In a thread of its own.)"""
+
+    def run() -> Any:
+        loop = ringio.new_event_loop()
+        caught: list[BaseException] = []
+
+        def close_now() -> None:
+            try:
+                loop.close()
+            except RuntimeError as e:
+                caught.append(e)
+            loop.stop()
+
+        try:
+            loop.call_soon(close_now)
+            loop.run_forever()
+            assert not loop.is_closed()
+        finally:
+            loop.close()
+        raise caught[0]
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result(timeout=10)
+
+
 # ------------------------------------------------------------------ RingSelector
 
 

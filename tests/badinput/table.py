@@ -1315,6 +1315,13 @@ row(
     "scenarios.loop_call_soon(lambda lp: lp.call_at('1', print).when())",
     OK("accepted, as asyncio's call_at: the handle keeps it", "r == '1'"),
 )
+row(
+    EL + ".close",
+    "twice",
+    "scenarios.loop_call_soon(lambda lp: lp.close(), closed=True)",
+    OK("None", "r is None"),
+)
+row(EL + ".close", "while running", "scenarios.loop_close_while_running()", RuntimeError)
 row(EL + ".sock_recv", "nbytes negative", "await loop.sock_recv(s1, -1)", ValueError)
 row(EL + ".sock_recv", "nbytes is a str", "await loop.sock_recv(s1, 'x')", TypeError)
 row(EL + ".sock_recv", "closed socket", "await loop.sock_recv(closed_sock, 8)", OSError)

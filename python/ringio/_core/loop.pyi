@@ -1,10 +1,13 @@
 """Type stubs for ``ringio._core.loop``: the event loop's native core."""
 
-from collections.abc import Callable, Iterable
-from typing import Any, final
+import asyncio
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any, TypeVar, final
 
 from . import Completion, Op
 from .uring import Ring
+
+_T = TypeVar("_T")
 
 @final
 class LoopCore:
@@ -81,6 +84,28 @@ class TransportWriter:
 
     def __init__(self, core: LoopCore, slot: int, gen: int, transport: Any) -> None: ...
     def write(self, data: bytes | bytearray | memoryview) -> None: ...
+
+@final
+class LoopCalls:
+    """``call_soon``, ``call_later``, ``call_at`` and ``create_task`` of one
+    ringio.EventLoop as native calls (installed as the loop's instance attributes),
+    falling back to `loop_class`'s Python methods outside the common case."""
+
+    def __init__(self, event_loop: Any, loop_class: type) -> None: ...
+    @staticmethod
+    def available() -> bool: ...
+    def call_soon(
+        self, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.Handle: ...
+    def call_later(
+        self, delay: float, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle: ...
+    def call_at(
+        self, when: float, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle: ...
+    def create_task(
+        self, coro: Coroutine[Any, Any, _T], **kwargs: Any
+    ) -> asyncio.Task[_T]: ...
 
 def _fail_receive_allocations(count: int) -> None:
     """Makes the next `count` allocations of received data fail as though memory

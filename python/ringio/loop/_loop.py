@@ -32,6 +32,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from .. import _ring_hook, uring
+from .._core.loop import LoopCalls as _LoopCalls
 from .._core.loop import LoopCore as _LoopCore
 from .._engines import uring_refusal
 from . import _asyncio_compat as _compat
@@ -65,6 +66,7 @@ _copy_context = contextvars.copy_context
 _RING_TRANSPORT = os.environ.get("RINGIO_LOOP_TRANSPORT", "ring") != "selector"
 _STREAM_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX)
 _report_callback_error = _compat.report_callback_error
+_NATIVE_CALLS = ("call_soon", "call_later", "call_at", "create_task")
 
 __all__ = ["EventLoop", "install", "new_event_loop", "run"]
 
@@ -101,8 +103,26 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
             weakref.WeakKeyDictionary()
         )
         self._recv_bufs: list[bytearray] = []
+        self._install_native_calls()
 
     # ------------------------------------------------------------ scheduling
+
+    def _install_native_calls(self) -> None:
+        # call_soon, call_later, call_at and create_task as native calls
+        # (``_LoopCalls``): instance attributes, which asyncio's C tasks and futures
+        # and everyone else find before the class's methods. Each is left out where
+        # the loop's class has another method of that name (a subclass's own, or one
+        # patched on the class), and call_later also where the class has its own
+        # time(); close() removes them.
+        if not _LoopCalls.available():
+            return
+        calls = _LoopCalls(self, type(self))
+        cls = type(self)
+        for name in _NATIVE_CALLS:
+            if getattr(cls, name) is _OWN_METHODS[name]:
+                self.__dict__[name] = getattr(calls, name)
+        if cls.time is not _BASE_TIME:
+            self.__dict__.pop("call_later", None)
 
     def call_soon(
         self, callback: Callable[..., object], *args: Any, context: Any = None
@@ -125,6 +145,13 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         handle._source_traceback = None
         self._ready.append(handle)
         return handle
+
+    def close(self) -> None:
+        super().close()
+        # The native calls hold the loop: a closed loop drops them (its class's
+        # methods raise asyncio's RuntimeError for a closed loop anyway).
+        for name in _NATIVE_CALLS:
+            self.__dict__.pop(name, None)
 
     def call_later(
         self, delay: float, callback: Callable[..., object], *args: Any, context: Any = None
@@ -478,6 +505,10 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
 # the bytes (and the write side's end). The ring moves bytes by fd: a subclass
 # that overrides one of them keeps asyncio's readiness-based code, which calls it.
 _SOCKET_IO = ("recv", "recv_into", "send", "sendmsg", "shutdown")
+
+# EventLoop's own methods that LoopCalls stands for (compared by identity, so that
+# a method patched on the class is the one that runs).
+_OWN_METHODS = {name: getattr(EventLoop, name) for name in _NATIVE_CALLS}
 
 
 def _plain_io(sock: socket.socket) -> bool:

@@ -1,0 +1,315 @@
+//! asyncio's own `Handle`, made, queued and read without Python frames.
+//!
+//! `loop.call_soon` is the hottest call of an event loop: every task step and every
+//! future's callbacks come through it, from asyncio's C tasks and futures. As a
+//! Python method it costs a frame, eight attribute stores and two calls; here it is
+//! one native call that makes the same object asyncio's `call_soon` makes (an
+//! `asyncio.Handle`, so that everything asyncio and its users do with a handle
+//! still works), through the descriptor protocol: the fields are the class's
+//! `__slots__`, each a `member_descriptor` whose set and get functions are taken
+//! once from its type. No layout is assumed: where a field is not such a slot (an
+//! interpreter whose `Handle` differs), [`HandleSlots::get`] is None and the loop
+//! keeps its Python `call_soon`.
+
+use std::ffi::c_int;
+
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyTuple, PyType};
+
+/// One slot of `asyncio.Handle`: its `member_descriptor` and that type's
+/// `tp_descr_get`/`tp_descr_set`.
+struct Slot {
+    descr: Py<PyAny>,
+    get: ffi::descrgetfunc,
+    set: ffi::descrsetfunc,
+}
+
+impl Slot {
+    fn of(
+        class: &Bound<'_, PyType>,
+        name: &str,
+        member: &Bound<'_, PyType>,
+    ) -> PyResult<Option<Self>> {
+        let Some(descr) = class
+            .getattr(intern!(class.py(), "__dict__"))?
+            .get_item(name)
+            .ok()
+        else {
+            return Ok(None);
+        };
+        if !descr.get_type().is(member) {
+            return Ok(None);
+        }
+        let kind = member.as_type_ptr();
+        // SAFETY: `kind` is a live type object (`types.MemberDescriptorType`, held
+        // by `member`); PyType_GetSlot accepts any type since CPython 3.10 and
+        // returns the slot's function pointer or NULL.
+        let (get, set) = unsafe {
+            (
+                ffi::PyType_GetSlot(kind, ffi::Py_tp_descr_get),
+                ffi::PyType_GetSlot(kind, ffi::Py_tp_descr_set),
+            )
+        };
+        if get.is_null() || set.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: the pointers are the type's tp_descr_get and tp_descr_set, whose C
+        // types are descrgetfunc and descrsetfunc.
+        let (get, set) = unsafe {
+            (
+                std::mem::transmute::<*mut std::ffi::c_void, ffi::descrgetfunc>(get),
+                std::mem::transmute::<*mut std::ffi::c_void, ffi::descrsetfunc>(set),
+            )
+        };
+        Ok(Some(Slot {
+            descr: descr.unbind(),
+            get,
+            set,
+        }))
+    }
+
+    /// `obj.<slot>`, as attribute access finds it (the descriptor is a data
+    /// descriptor of `obj`'s class or a base).
+    fn read<'py>(&self, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = obj.py();
+        // SAFETY: called as the descriptor protocol calls tp_descr_get: the
+        // descriptor, the instance and its type, all live for the call; the result
+        // is a new reference, or NULL with an exception set (the descriptor checks
+        // that `obj` is an instance of its class, and raises AttributeError for an
+        // unset slot).
+        unsafe {
+            let r = (self.get)(self.descr.as_ptr(), obj.as_ptr(), obj.get_type().as_ptr());
+            Bound::from_owned_ptr_or_err(py, r)
+        }
+    }
+
+    /// `obj.<slot> = value`.
+    fn write(&self, obj: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        // SAFETY: called as attribute assignment calls tp_descr_set: the descriptor,
+        // the instance and the new value, all live for the call; the descriptor
+        // checks the instance's class, takes its own reference to `value` and
+        // releases the old one; a negative result has an exception set.
+        let rc: c_int = unsafe { (self.set)(self.descr.as_ptr(), obj.as_ptr(), value.as_ptr()) };
+        if rc < 0 {
+            Err(PyErr::fetch(obj.py()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// `asyncio.Handle`'s and `asyncio.TimerHandle`'s allocators and slots, and
+/// `contextvars.copy_context`.
+pub(super) struct HandleSlots {
+    handle_type: Py<PyType>,
+    alloc: ffi::allocfunc,
+    timer_type: Py<PyType>,
+    timer_alloc: ffi::allocfunc,
+    when: Slot,
+    scheduled: Slot,
+    callback: Slot,
+    args: Slot,
+    cancelled: Slot,
+    event_loop: Slot,
+    source_traceback: Slot,
+    repr: Slot,
+    context: Slot,
+    copy_context: Py<PyAny>,
+}
+
+static HANDLE_SLOTS: PyOnceLock<Option<HandleSlots>> = PyOnceLock::new();
+
+/// The `tp_alloc` of a class statement's type (PyType_GenericAlloc).
+fn allocator(kind: &Bound<'_, PyType>) -> Option<ffi::allocfunc> {
+    // SAFETY: `kind` is a live type object; PyType_GetSlot returns its tp_alloc or
+    // NULL.
+    let alloc = unsafe { ffi::PyType_GetSlot(kind.as_type_ptr(), ffi::Py_tp_alloc) };
+    if alloc.is_null() {
+        return None;
+    }
+    // SAFETY: the pointer is the type's tp_alloc, whose C type is allocfunc.
+    Some(unsafe { std::mem::transmute::<*mut std::ffi::c_void, ffi::allocfunc>(alloc) })
+}
+
+impl HandleSlots {
+    /// The slots, found once per process; None where `asyncio.Handle` has no
+    /// such slots.
+    pub(super) fn get(py: Python<'_>) -> PyResult<Option<&HandleSlots>> {
+        HANDLE_SLOTS
+            .get_or_try_init(py, || Self::find(py))
+            .map(Option::as_ref)
+    }
+
+    fn find(py: Python<'_>) -> PyResult<Option<HandleSlots>> {
+        let handle_type = py
+            .import("asyncio.events")?
+            .getattr("Handle")?
+            .cast_into::<PyType>()?;
+        let member = py
+            .import("types")?
+            .getattr("MemberDescriptorType")?
+            .cast_into::<PyType>()?;
+        let timer_type = py
+            .import("asyncio.events")?
+            .getattr("TimerHandle")?
+            .cast_into::<PyType>()?;
+        let (Some(alloc), Some(timer_alloc)) = (allocator(&handle_type), allocator(&timer_type))
+        else {
+            return Ok(None);
+        };
+        let (Some(when), Some(scheduled)) = (
+            Slot::of(&timer_type, "_when", &member)?,
+            Slot::of(&timer_type, "_scheduled", &member)?,
+        ) else {
+            return Ok(None);
+        };
+        let slot = |name: &str| Slot::of(&handle_type, name, &member);
+        let (
+            Some(callback),
+            Some(args),
+            Some(cancelled),
+            Some(event_loop),
+            Some(source_traceback),
+            Some(repr),
+            Some(context),
+        ) = (
+            slot("_callback")?,
+            slot("_args")?,
+            slot("_cancelled")?,
+            slot("_loop")?,
+            slot("_source_traceback")?,
+            slot("_repr")?,
+            slot("_context")?,
+        )
+        else {
+            return Ok(None);
+        };
+        Ok(Some(HandleSlots {
+            handle_type: handle_type.unbind(),
+            alloc,
+            timer_type: timer_type.unbind(),
+            timer_alloc,
+            when,
+            scheduled,
+            callback,
+            args,
+            cancelled,
+            event_loop,
+            source_traceback,
+            repr,
+            context,
+            copy_context: py.import("contextvars")?.getattr("copy_context")?.unbind(),
+        }))
+    }
+
+    /// `asyncio.Handle(callback, args, event_loop, context)` outside debug mode:
+    /// its `__init__`'s fields, set on a new instance (`context` None: a copy of
+    /// the current context).
+    pub(super) fn make<'py>(
+        &self,
+        callback: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        event_loop: &Bound<'py, PyAny>,
+        context: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.fill(
+            self.alloc,
+            &self.handle_type,
+            callback,
+            args,
+            event_loop,
+            context,
+        )
+    }
+
+    /// `asyncio.TimerHandle(when, callback, args, event_loop, context)` outside
+    /// debug mode: a handle's fields, `_when`, and `_scheduled` False.
+    pub(super) fn make_timer<'py>(
+        &self,
+        when: &Bound<'py, PyAny>,
+        callback: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        event_loop: &Bound<'py, PyAny>,
+        context: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let timer = self.fill(
+            self.timer_alloc,
+            &self.timer_type,
+            callback,
+            args,
+            event_loop,
+            context,
+        )?;
+        self.when.write(&timer, when)?;
+        self.scheduled
+            .write(&timer, pyo3::types::PyBool::new(when.py(), false).as_any())?;
+        Ok(timer)
+    }
+
+    fn fill<'py>(
+        &self,
+        alloc: ffi::allocfunc,
+        kind: &Py<PyType>,
+        callback: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        event_loop: &Bound<'py, PyAny>,
+        context: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = callback.py();
+        let context = match context {
+            Some(c) if !c.is_none() => c.clone(),
+            _ => self.copy_context.bind(py).call0()?,
+        };
+        // SAFETY: tp_alloc of a live type (`Handle` or `TimerHandle`, whose
+        // allocator it is) with no items: a new reference to an instance whose
+        // slots are all NULL (unset), or NULL with an exception set. The slots are
+        // set below before the handle is seen by anything else.
+        let handle = unsafe { Bound::from_owned_ptr_or_err(py, alloc(kind.as_ptr().cast(), 0))? };
+        let none = py.None().into_bound(py);
+        self.context.write(&handle, &context)?;
+        self.event_loop.write(&handle, event_loop)?;
+        self.callback.write(&handle, callback)?;
+        self.args.write(&handle, args.as_any())?;
+        self.cancelled
+            .write(&handle, pyo3::types::PyBool::new(py, false).as_any())?;
+        self.repr.write(&handle, &none)?;
+        self.source_traceback.write(&handle, &none)?;
+        Ok(handle)
+    }
+
+    /// Whether `obj` is an instance of `TimerHandle` itself (not of a subclass).
+    pub(super) fn is_timer(&self, obj: &Bound<'_, PyAny>) -> bool {
+        obj.get_type().is(self.timer_type.bind(obj.py()))
+    }
+
+    /// A `TimerHandle`'s `_when`.
+    pub(super) fn when<'py>(&self, timer: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.when.read(timer)
+    }
+
+    /// `timer._scheduled = value`.
+    pub(super) fn set_scheduled(&self, timer: &Bound<'_, PyAny>, value: bool) -> PyResult<()> {
+        self.scheduled
+            .write(timer, pyo3::types::PyBool::new(timer.py(), value).as_any())
+    }
+
+    /// A handle's `_cancelled`, `_context`, `_callback` and `_args`, read through the
+    /// slots (for instances of `Handle` and `TimerHandle`, which inherits them).
+    pub(super) fn cancelled<'py>(&self, handle: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.cancelled.read(handle)
+    }
+
+    pub(super) fn call_parts<'py>(
+        &self,
+        handle: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        Ok((
+            self.context.read(handle)?,
+            self.callback.read(handle)?,
+            self.args.read(handle)?,
+        ))
+    }
+}

@@ -1,0 +1,472 @@
+"""``call_soon``, ``call_later``, ``call_at`` and ``create_task`` as native calls
+(``ringio._core.loop.LoopCalls``): the same handles, timers and tasks asyncio's loop
+makes, in the same order, with the same errors and debug-mode tracebacks, and no
+Python frame of the loop's on ringio's loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import gc
+import itertools
+import sys
+import weakref
+
+import pytest
+
+import ringio
+from ringio.loop import EventLoop
+
+LOOPS = {"asyncio": asyncio.SelectorEventLoop, "ringio": ringio.EventLoop}
+
+
+@pytest.fixture(params=sorted(LOOPS))
+def make_loop(request):
+    loops = []
+
+    def make():
+        lp = LOOPS[request.param]()
+        loops.append(lp)
+        return lp
+
+    yield make
+    for lp in loops:
+        if not lp.is_closed():
+            lp.close()
+
+
+def run_ready(loop) -> None:
+    loop.run_until_complete(asyncio.sleep(0))
+
+
+def test_handles_run_in_order_with_their_args(make_loop):
+    loop = make_loop()
+    out = []
+    for k in range(50):
+        loop.call_soon(out.append, k)
+    loop.call_soon(lambda *a: out.append(a), 1, "two", None)
+    run_ready(loop)
+    assert out == [*range(50), (1, "two", None)]
+
+
+def test_the_handle_is_asyncios_and_can_be_cancelled(make_loop):
+    loop = make_loop()
+    out = []
+    h = loop.call_soon(out.append, "no")
+    assert type(h) is asyncio.Handle
+    assert not h.cancelled()
+    assert repr(h).startswith("<Handle ")
+    h.cancel()
+    assert h.cancelled()
+    assert repr(h) == "<Handle cancelled>"
+    loop.call_soon(out.append, "yes")
+    run_ready(loop)
+    assert out == ["yes"]
+
+
+def test_context_given_or_copied(make_loop):
+    loop = make_loop()
+    var = contextvars.ContextVar("var", default="unset")
+    given = contextvars.copy_context()
+    given.run(var.set, "given")
+    out = []
+    token = var.set("current")
+    try:
+        loop.call_soon(lambda: out.append(var.get()), context=given)
+        loop.call_soon(lambda: out.append(var.get()))
+        # Set after the call: the copy was taken at call_soon.
+        var.set("later")
+    finally:
+        var.reset(token)
+    run_ready(loop)
+    assert out == ["given", "current"]
+
+
+def test_misuse_raises_typeerror_as_asyncio_does(make_loop):
+    loop = make_loop()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        loop.call_soon(print, bogus=1)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'callback'"):
+        loop.call_soon()
+
+
+def test_a_callback_that_raises_goes_to_the_exception_handler(make_loop):
+    loop = make_loop()
+    seen = []
+    loop.set_exception_handler(lambda lp, ctx: seen.append(ctx))
+    out = []
+    loop.call_soon(lambda: 1 / 0)
+    loop.call_soon(out.append, "after")
+    run_ready(loop)
+    assert out == ["after"]
+    assert isinstance(seen[0]["exception"], ZeroDivisionError)
+    assert type(seen[0]["handle"]) is asyncio.Handle
+
+
+def test_closed_loop_raises_runtimeerror(make_loop):
+    loop = make_loop()
+    loop.close()
+    with pytest.raises(RuntimeError, match="Event loop is closed"):
+        loop.call_soon(print)
+
+
+def test_debug_mode_traceback_ends_at_the_caller(make_loop):
+    loop = make_loop()
+    loop.set_debug(True)
+    h = loop.call_soon(print)
+    line = sys._getframe().f_lineno - 1
+    assert h._source_traceback[-1].lineno == line
+    assert h._source_traceback[-1].name == "test_debug_mode_traceback_ends_at_the_caller"
+    h.cancel()
+    loop.set_debug(False)
+    h = loop.call_soon(print)
+    assert h._source_traceback is None
+    h.cancel()
+
+
+PYTHON_METHODS = {
+    EventLoop.call_soon.__code__,
+    EventLoop.call_later.__code__,
+    EventLoop.call_at.__code__,
+    asyncio.BaseEventLoop.create_task.__code__,
+}
+
+
+def count_python_calls(fn) -> list[str]:
+    """Runs fn() and returns the names of the loop's Python methods it called."""
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in PYTHON_METHODS:
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_task_steps_call_no_python_call_soon():
+    # asyncio's C tasks schedule each step through loop.call_soon: on ringio's loop
+    # that call is native, so no frame of EventLoop.call_soon runs.
+
+    async def hops():
+        for _ in range(100):
+            await asyncio.sleep(0)
+
+    loop = ringio.new_event_loop()
+    try:
+        assert count_python_calls(lambda: loop.run_until_complete(hops())) == []
+    finally:
+        loop.close()
+
+
+def test_a_subclass_keeps_its_own_call_soon():
+    calls = []
+
+    class Counting(EventLoop):
+        def call_soon(self, callback, *args, context=None):
+            calls.append(callback)
+            return super().call_soon(callback, *args, context=context)
+
+    loop = Counting()
+    try:
+        loop.run_until_complete(asyncio.sleep(0))
+    finally:
+        loop.close()
+    assert calls
+
+
+def test_call_soon_patched_on_the_instance_is_used():
+    loop = ringio.new_event_loop()
+    seen = []
+    native = loop.call_soon
+
+    def spy(callback, *args, context=None):
+        seen.append(callback)
+        return native(callback, *args, context=context)
+
+    loop.call_soon = spy
+    try:
+        loop.run_until_complete(asyncio.sleep(0))
+    finally:
+        loop.close()
+    assert seen
+
+
+def test_a_replaced_ready_queue_still_gets_the_handles():
+    loop = ringio.new_event_loop()
+    try:
+        old = loop._ready
+        loop._ready = type(old)(old)
+        out = []
+        loop.call_soon(out.append, 1)
+        assert len(loop._ready) == 1 and not old
+    finally:
+        loop._ready.clear()
+        loop.close()
+
+
+def test_a_closed_loop_is_freed_without_the_gc():
+    # The native call_soon holds its loop (a cycle through the loop's __dict__):
+    # close() breaks it, so a closed loop goes when its last reference does.
+    gc.collect()
+    gc.disable()
+    try:
+        loop = ringio.new_event_loop()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
+        ref = weakref.ref(loop)
+        del loop
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
+def test_an_unclosed_loop_is_collected():
+    loop = ringio.new_event_loop()
+    ref = weakref.ref(loop)
+    del loop
+    with pytest.warns(ResourceWarning):
+        gc.collect()
+    assert ref() is None
+
+
+# ---------------------------------------------------------------- timers
+
+
+def test_timers_fire_in_asyncios_order(make_loop):
+    # The heap is pushed and popped with heapq's own algorithms: timers due at the
+    # same time fire in the order asyncio's loop fires them.
+    import random
+
+    loop = make_loop()
+    rng = random.Random(7)
+    base = loop.time() + 0.05
+    offsets = [rng.choice([0.0, 0.001, 0.002, rng.random() * 0.01]) for _ in range(300)]
+    fired = []
+    for k, off in enumerate(offsets):
+        if k % 3:
+            loop.call_at(base + off, fired.append, k)
+        else:
+            loop.call_later(base + off - loop.time(), fired.append, k)
+    loop.run_until_complete(asyncio.sleep(0.1))
+    assert sorted(fired) == list(range(300))
+    # Due in order: each timer fired at or after every earlier deadline's.
+    deadline = {k: base + off for k, off in enumerate(offsets)}
+    assert all(deadline[a] <= deadline[b] + 1e-9 for a, b in itertools.pairwise(fired))
+
+
+def test_equal_deadlines_fire_as_on_asyncios_loop():
+    import random
+
+    orders = []
+    for make in (asyncio.SelectorEventLoop, ringio.EventLoop):
+        loop = make()
+        try:
+            rng = random.Random(11)
+            base = loop.time() + 0.05
+            fired = []
+            handles = []
+            for k in range(400):
+                when = base + rng.choice([0.0, 0.002, 0.004]) + rng.randrange(3) * 0.001
+                handles.append(loop.call_at(when, fired.append, k))
+            for h in handles[::5]:
+                h.cancel()
+            loop.run_until_complete(asyncio.sleep(0.1))
+            orders.append(fired)
+        finally:
+            loop.close()
+    assert len(orders[0]) == 320
+    assert orders[0] == orders[1]
+
+
+def test_timer_is_asyncios_and_cancellable(make_loop):
+    loop = make_loop()
+    out = []
+    t = loop.call_later(0.01, out.append, "no")
+    assert type(t) is asyncio.TimerHandle
+    assert t._scheduled and t in loop._scheduled
+    assert abs(t.when() - (loop.time() + 0.01)) < 0.005
+    t.cancel()
+    assert t.cancelled() and loop._timer_cancelled_count == 1
+    loop.call_at(loop.time() + 0.01, out.append, "yes")
+    loop.run_until_complete(asyncio.sleep(0.05))
+    assert out == ["yes"]
+    assert not loop._scheduled
+
+
+def test_timer_misuse_raises_as_asyncio_does(make_loop):
+    loop = make_loop()
+    with pytest.raises(TypeError, match="delay must not be None"):
+        loop.call_later(None, print)
+    with pytest.raises(TypeError, match="when cannot be None"):
+        loop.call_at(None, print)
+    with pytest.raises(TypeError):
+        loop.call_later("1", print)
+    assert not loop._scheduled
+    loop.close()
+    with pytest.raises(RuntimeError, match="Event loop is closed"):
+        loop.call_later(1, print)
+    with pytest.raises(RuntimeError, match="Event loop is closed"):
+        loop.call_at(1, print)
+
+
+def test_timer_debug_traceback_ends_at_the_caller(make_loop):
+    loop = make_loop()
+    loop.set_debug(True)
+    t = loop.call_later(10, print)
+    assert t._source_traceback[-1].lineno == sys._getframe().f_lineno - 1
+    u = loop.call_at(loop.time() + 10, print)
+    assert u._source_traceback[-1].lineno == sys._getframe().f_lineno - 1
+    t.cancel()
+    u.cancel()
+
+
+def test_timers_stay_native_after_asyncio_rebuilds_the_heap():
+    # asyncio replaces loop._scheduled with a new list when more than half of over
+    # 100 timers are cancelled: the native call_later pushes onto that one.
+    loop = ringio.new_event_loop()
+    try:
+        live = [loop.call_later(60, print) for _ in range(150)]
+        for h in live[:120]:
+            h.cancel()
+        old = loop._scheduled
+        loop.run_until_complete(asyncio.sleep(0))
+        assert loop._scheduled is not old and len(loop._scheduled) == 30
+        out = []
+
+        def arm():
+            loop.call_later(0.001, out.append, 1)
+            loop.call_at(loop.time() + 0.001, out.append, 2)
+
+        assert count_python_calls(arm) == []
+        assert len(loop._scheduled) == 32
+        loop.run_until_complete(asyncio.sleep(0.02))
+        assert sorted(out) == [1, 2]
+        for h in live[120:]:
+            h.cancel()
+    finally:
+        loop.close()
+
+
+def test_a_loop_with_its_own_time_keeps_pythons_call_later():
+    class Clocked(EventLoop):
+        def time(self):
+            return 1000.0 + super().time()
+
+    loop = Clocked()
+    try:
+        t = loop.call_later(0.01, print)
+        assert abs(t.when() - loop.time() - 0.01) < 0.005
+        t.cancel()
+        out = []
+        loop.call_later(0.01, out.append, 1)
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert out == [1]
+    finally:
+        loop.close()
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def test_create_task_makes_an_asyncio_task(make_loop):
+    loop = make_loop()
+    var = contextvars.ContextVar("var", default="unset")
+
+    async def work(x):
+        return x, var.get()
+
+    ctx = contextvars.copy_context()
+    ctx.run(var.set, "ctx")
+    t1 = loop.create_task(work(1))
+    t2 = loop.create_task(work(2), context=ctx)
+    t3 = loop.create_task(work(3), name="named")
+    assert type(t1) is asyncio.Task
+    assert t3.get_name() == "named"
+    assert loop.run_until_complete(asyncio.gather(t1, t2, t3)) == [
+        (1, "unset"),
+        (2, "ctx"),
+        (3, "unset"),
+    ]
+
+
+def test_create_task_with_a_task_factory(make_loop):
+    loop = make_loop()
+    made = []
+
+    def factory(lp, coro, **kwargs):
+        task = asyncio.Task(coro, loop=lp, **kwargs)
+        made.append(task)
+        return task
+
+    loop.set_task_factory(factory)
+
+    async def work():
+        return 5
+
+    task = loop.create_task(work())
+    assert made == [task]
+    assert loop.run_until_complete(task) == 5
+
+
+def test_create_task_misuse_as_asyncio(make_loop):
+    loop = make_loop()
+
+    async def work():
+        return 1
+
+    coro = work()
+    with pytest.raises(TypeError):
+        loop.create_task(coro, bogus=1)
+    coro.close()
+    with pytest.raises(TypeError):
+        loop.create_task(None)
+    coro = work()
+    loop.close()
+    with pytest.raises(RuntimeError, match="Event loop is closed"):
+        loop.create_task(coro)
+    coro.close()
+
+
+def test_servers_per_request_calls_are_native():
+    # What a server does per request: a task, a keep-alive timer re-armed.
+    loop = ringio.new_event_loop()
+
+    async def request():
+        await asyncio.sleep(0)
+
+    async def serve():
+        keepalive = None
+        for _ in range(50):
+            if keepalive is not None:
+                keepalive.cancel()
+            await loop.create_task(request())
+            keepalive = loop.call_later(5, print)
+        keepalive.cancel()
+
+    try:
+        assert count_python_calls(lambda: loop.run_until_complete(serve())) == []
+    finally:
+        loop.close()
+
+
+def test_a_method_patched_on_the_class_runs_for_loops_made_after(monkeypatch):
+    seen = []
+    original = EventLoop.call_soon
+
+    def patched(self, callback, *args, context=None):
+        seen.append(callback)
+        return original(self, callback, *args, context=context)
+
+    monkeypatch.setattr(EventLoop, "call_soon", patched)
+    loop = ringio.new_event_loop()
+    try:
+        assert "call_soon" not in vars(loop)
+        loop.run_until_complete(asyncio.sleep(0))
+    finally:
+        loop.close()
+    assert seen
