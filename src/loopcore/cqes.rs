@@ -94,6 +94,7 @@ impl LoopCore {
                 // cancellation (the ring closing) would recur at every re-arm, so
                 // the loop then wakes through asyncio's self-pipe instead.
                 inner.wake_armed = false;
+                inner.wake_signalled = false;
                 let res = c.res as i32;
                 if res < 0 && res != -libc::ECANCELED && res != -libc::EINTR {
                     inner.wake_failed = true;

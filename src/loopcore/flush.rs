@@ -32,8 +32,10 @@ impl LoopCore {
         }
         let had_ring = inner.ring.is_some();
         inner.ring = Some(ring.clone().unbind());
-        // The wake-up read was on the old ring, or on none yet.
+        // The wake-up read was on the old ring, or on none yet; its completion, if
+        // it consumed the counter, is not seen here: the next wake-up writes.
         inner.wake_armed = false;
+        inner.wake_signalled = false;
         if !had_ring {
             return;
         }

@@ -180,6 +180,11 @@ struct CoreState {
     /// The read failed other than by cancellation: no more are armed, and `wake()`
     /// returns False so that the loop wakes itself through asyncio's self-pipe.
     wake_failed: bool,
+    /// `wake()` has written to the eventfd since the loop last saw the read's
+    /// completion: the wait is ending already, so later wake-ups write nothing.
+    /// Cleared when the completion is taken, and when the core moves to another
+    /// ring (whose first read may find the counter already consumed).
+    wake_signalled: bool,
 }
 
 impl CoreState {
@@ -305,13 +310,21 @@ impl LoopCore {
     /// lock is taken: the caller is then a finalizer that a collection ran inside
     /// one of the core's own critical sections in this thread (no other thread
     /// holds the lock while this one holds the GIL), where locking would deadlock.
+    ///
+    /// Wake-ups are coalesced: after one write, the next ones write nothing until
+    /// the loop has taken the read's completion. The callbacks they follow are in
+    /// the ready queue by then (queued before `wake()`, under the GIL, which the
+    /// loop holds when it takes the completion and runs the queue after it).
     fn wake(&self) -> bool {
-        let Some(inner) = try_lock(&self.inner) else {
+        let Some(mut inner) = try_lock(&self.inner) else {
             return false;
         };
+        let inner = &mut *inner;
         match &inner.wake {
+            Some(_) if inner.wake_signalled && !inner.wake_failed => true,
             Some(fd) if !inner.wake_failed => {
                 crate::sys::eventfd_signal(fd.as_raw_fd());
+                inner.wake_signalled = true;
                 true
             }
             _ => false,

@@ -68,6 +68,40 @@ def test_executor_round_trips_stay_in_the_native_iteration():
         loop.close()
 
 
+def write_syscalls() -> int:
+    """The process's write syscalls so far (/proc/self/io)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("syscw:"))
+
+
+def test_wake_ups_before_the_loop_runs_write_once():
+    # A burst of call_soon_threadsafe while the loop is busy: the first wake-up
+    # writes to the eventfd, the rest find the wait already ending and write
+    # nothing; every callback runs, and the next burst wakes the loop again.
+    loop = ringio.EventLoop()
+    try:
+        loop.run_until_complete(asyncio.sleep(0))  # the wake-up read is armed
+        for burst in range(3):
+            seen: list[int] = []
+            before = write_syscalls()
+
+            def burst_of_500(out: list[int] = seen) -> None:
+                for k in range(500):
+                    loop.call_soon_threadsafe(out.append, k)
+
+            t = threading.Thread(target=burst_of_500)
+            t.start()
+            t.join()
+            assert write_syscalls() - before < 10
+            # The loop, waiting with nothing else to do, is woken by that write.
+            fut = loop.create_future()
+            threading.Timer(0.05, loop.call_soon_threadsafe, (fut.set_result, burst)).start()
+            assert loop.run_until_complete(asyncio.wait_for(fut, 5)) == burst
+            assert seen == list(range(500))
+    finally:
+        loop.close()
+
+
 def test_many_threads_each_callback_runs_once(make_loop):
     loop = make_loop()
     threads, per_thread = 8, 300
