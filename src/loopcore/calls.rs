@@ -259,21 +259,20 @@ impl LoopCalls {
         coro: &Bound<'py, PyAny>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let context = match kwargs {
-            None => None,
-            Some(k) if k.is_empty() => None,
-            Some(k) if k.len() == 1 => k.get_item(intern!(py, "context"))?,
+        // The keywords when they are at most `context`: Some(the context, if given).
+        let context = match kwargs.filter(|k| !k.is_empty()) {
+            None => Some(None),
+            Some(k) if k.len() == 1 => k.get_item(intern!(py, "context"))?.map(Some),
             Some(_) => None,
         };
-        let plain = kwargs.is_none_or(|k| k.is_empty() || (k.len() == 1 && context.is_some()));
         let no_factory = self
             .loop_dict
             .bind(py)
             .get_item(intern!(py, "_task_factory"))?
             .is_some_and(|f| f.is_none());
-        if !plain || !no_factory || self.common_case(py)?.is_none() {
+        let (Some(context), true, Some(_)) = (context, no_factory, self.common_case(py)?) else {
             return self.fallback(py, intern!(py, "create_task"), &[coro], None, kwargs);
-        }
+        };
         let task_kwargs = PyDict::new(py);
         task_kwargs.set_item(intern!(py, "loop"), self.event_loop.bind(py))?;
         if let Some(c) = context {

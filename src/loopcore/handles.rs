@@ -144,17 +144,12 @@ impl HandleSlots {
     }
 
     fn find(py: Python<'_>) -> PyResult<Option<HandleSlots>> {
-        let handle_type = py
-            .import("asyncio.events")?
-            .getattr("Handle")?
-            .cast_into::<PyType>()?;
+        let events = py.import("asyncio.events")?;
+        let handle_type = events.getattr("Handle")?.cast_into::<PyType>()?;
+        let timer_type = events.getattr("TimerHandle")?.cast_into::<PyType>()?;
         let member = py
             .import("types")?
             .getattr("MemberDescriptorType")?
-            .cast_into::<PyType>()?;
-        let timer_type = py
-            .import("asyncio.events")?
-            .getattr("TimerHandle")?
             .cast_into::<PyType>()?;
         let (Some(alloc), Some(timer_alloc)) = (allocator(&handle_type), allocator(&timer_type))
         else {

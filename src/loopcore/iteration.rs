@@ -107,12 +107,12 @@ impl LoopCore {
         report_error: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let py = event_loop.py();
+        let slots = HandleSlots::get(py)?;
         if !scheduled.is_empty() {
             let resolution: f64 = event_loop
                 .getattr(intern!(py, "_clock_resolution"))?
                 .extract()?;
             let end_time = crate::sys::monotonic() + resolution;
-            let slots = HandleSlots::get(py)?;
             while !scheduled.is_empty() {
                 let head = scheduled.get_item(0)?;
                 let when: f64 = timer_when(slots, &head)?.extract()?;
@@ -130,18 +130,23 @@ impl LoopCore {
         }
         let popleft = ready.getattr(intern!(py, "popleft"))?;
         let kinds = HandleKinds::get(py)?;
-        let slots = HandleSlots::get(py)?;
         for _ in 0..count {
             let handle = popleft.call0()?;
-            // asyncio's own handles: their fields through the slots' descriptors;
-            // any other handle through its attributes (a subclass may define them).
-            let own = slots.filter(|_| kinds.is_own(&handle));
-            let cancelled = match own {
+            // asyncio's own handles: run here, their fields read through the slots'
+            // descriptors where there are such slots. Any other handle: its own
+            // `_cancelled` and `_run` (a subclass may define them).
+            if !kinds.is_own(&handle) {
+                if !handle.getattr(intern!(py, "_cancelled"))?.is_truthy()? {
+                    handle.call_method0(intern!(py, "_run"))?;
+                }
+                continue;
+            }
+            let cancelled = match slots {
                 Some(s) => s.cancelled(&handle)?,
                 None => handle.getattr(intern!(py, "_cancelled"))?,
             };
             if !cancelled.is_truthy()? {
-                kinds.run(&handle, own, report_error)?;
+                kinds.run_own(&handle, slots, report_error)?;
             }
         }
         Ok(())
@@ -300,21 +305,19 @@ impl HandleKinds {
         kind.is(self.handle.bind(py)) || kind.is(self.timer_handle.bind(py))
     }
 
-    /// `handle._run()`: its callback runs in its context; SystemExit and
-    /// KeyboardInterrupt propagate, any other exception goes to the loop's
-    /// exception handler with asyncio's context (`report_error(handle, exc)`). Done
-    /// here for asyncio's own classes, it costs a third of the Python method
-    /// (which unpacks the arguments into a call of `Context.run` inside a `try`).
-    pub(super) fn run(
+    /// `handle._run()` of an instance of asyncio's own classes (`is_own`): its
+    /// callback runs in its context; SystemExit and KeyboardInterrupt propagate,
+    /// any other exception goes to the loop's exception handler with asyncio's
+    /// context (`report_error(handle, exc)`). Done here, it costs a third of the
+    /// Python method (which unpacks the arguments into a call of `Context.run`
+    /// inside a `try`).
+    pub(super) fn run_own(
         &self,
         handle: &Bound<'_, PyAny>,
         slots: Option<&HandleSlots>,
         report_error: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let py = handle.py();
-        if !self.is_own(handle) {
-            return handle.call_method0(intern!(py, "_run")).map(drop);
-        }
         let (context, callback, args) = match slots {
             Some(s) => s.call_parts(handle)?,
             None => (

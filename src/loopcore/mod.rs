@@ -321,10 +321,11 @@ impl LoopCore {
         };
         let inner = &mut *inner;
         match &inner.wake {
-            Some(_) if inner.wake_signalled && !inner.wake_failed => true,
             Some(fd) if !inner.wake_failed => {
-                crate::sys::eventfd_signal(fd.as_raw_fd());
-                inner.wake_signalled = true;
+                if !inner.wake_signalled {
+                    crate::sys::eventfd_signal(fd.as_raw_fd());
+                    inner.wake_signalled = true;
+                }
                 true
             }
             _ => false,

@@ -116,13 +116,14 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         # time(); close() removes them.
         if not _LoopCalls.available():
             return
-        calls = _LoopCalls(self, type(self))
         cls = type(self)
+        calls = _LoopCalls(self, cls)
         for name in _NATIVE_CALLS:
-            if getattr(cls, name) is _OWN_METHODS[name]:
-                self.__dict__[name] = getattr(calls, name)
-        if cls.time is not _BASE_TIME:
-            self.__dict__.pop("call_later", None)
+            if getattr(cls, name) is not _OWN_METHODS[name]:
+                continue
+            if name == "call_later" and cls.time is not _BASE_TIME:
+                continue
+            self.__dict__[name] = getattr(calls, name)
 
     def call_soon(
         self, callback: Callable[..., object], *args: Any, context: Any = None
