@@ -247,16 +247,20 @@ def test_timers_fire_in_asyncios_order(make_loop):
     base = loop.time() + 0.05
     offsets = [rng.choice([0.0, 0.001, 0.002, rng.random() * 0.01]) for _ in range(300)]
     fired = []
+    handles = []
     for k, off in enumerate(offsets):
         if k % 3:
-            loop.call_at(base + off, fired.append, k)
+            handles.append(loop.call_at(base + off, fired.append, k))
         else:
-            loop.call_later(base + off - loop.time(), fired.append, k)
+            handles.append(loop.call_later(base + off - loop.time(), fired.append, k))
     loop.run_until_complete(asyncio.sleep(0.1))
     assert sorted(fired) == list(range(300))
-    # Due in order: each timer fired at or after every earlier deadline's.
-    deadline = {k: base + off for k, off in enumerate(offsets)}
-    assert all(deadline[a] <= deadline[b] + 1e-9 for a, b in itertools.pairwise(fired))
+    # Due in order: each timer fired at or after every earlier deadline's. A
+    # call_later's deadline is the loop's time() inside the call plus the delay, a
+    # little after the base + off the delay was computed from, so the deadlines
+    # compared are the handles' own.
+    deadline = [h.when() for h in handles]
+    assert all(deadline[a] <= deadline[b] for a, b in itertools.pairwise(fired))
 
 
 def test_equal_deadlines_fire_as_on_asyncios_loop():
