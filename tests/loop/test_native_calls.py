@@ -306,6 +306,25 @@ def test_timer_is_asyncios_and_cancellable(make_loop):
     assert not loop._scheduled
 
 
+def test_cancelled_timers_are_counted_as_asyncio_counts_them(make_loop):
+    # The native iteration pops cancelled timers from the heap's head and keeps
+    # asyncio's count of the cancelled ones left (which decides the heap's rebuild).
+    loop = make_loop()
+    timers = [loop.call_later(60, print) for _ in range(10)]
+    soon = loop.call_later(0, print)
+    for t in timers[:4]:
+        t.cancel()
+    timers[0].cancel()  # a second cancel counts nothing
+    assert loop._timer_cancelled_count == 4
+    loop.run_until_complete(asyncio.sleep(0.01))
+    soon.cancel()  # run already: no longer scheduled, counts nothing
+    assert loop._timer_cancelled_count == 0  # popped from the heap's head, uncounted
+    for t in timers[4:]:
+        t.cancel()
+    assert loop._timer_cancelled_count == 6
+    assert all(t.cancelled() for t in timers)
+
+
 def test_timer_misuse_raises_as_asyncio_does(make_loop):
     loop = make_loop()
     with pytest.raises(TypeError, match="delay must not be None"):
