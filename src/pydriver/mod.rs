@@ -222,7 +222,10 @@ impl<E: Engine> PyDriver<E> {
             return Ok((held, raw));
         }
         driver.check_process()?;
-        crate::sys::eventfd_drain(driver.engine.notify_fd());
+        let notify_fd = driver.engine.notify_fd();
+        if notify_fd >= 0 {
+            crate::sys::eventfd_drain(notify_fd);
+        }
         driver
             .engine
             .reap_now(&mut raw, usize::MAX)
@@ -340,6 +343,12 @@ impl<E: Engine> PyDriver<E> {
     pub fn fileno(&self) -> PyResult<i32> {
         let driver = self.driver();
         driver.check_open()?;
-        Ok(driver.engine.notify_fd())
+        match driver.engine.notify_fd() {
+            -1 => Err(pyo3::exceptions::PyValueError::new_err(
+                "this ring was made with eventfd=False and has no fd to poll: wait for \
+                 its completions with get_events(), or make it with eventfd=True",
+            )),
+            fd => Ok(fd),
+        }
     }
 }

@@ -94,25 +94,32 @@ impl Ring {
     /// `entries`: submission queue size (the completion queue is 4x). `sqpoll_idle`:
     /// start a kernel polling thread that sleeps after this many ms idle (opt-in:
     /// it costs a CPU). `single_issuer`: allow SINGLE_ISSUER + DEFER_TASKRUN, the
-    /// fastest mode, where only the creating thread may use the ring.
+    /// fastest mode, where only the creating thread may use the ring. `eventfd`:
+    /// register an eventfd (`fileno()`) that becomes readable when completions
+    /// wait, for waiting on the ring from a selector; without it the kernel signals
+    /// nothing per completion (a ring waited for only by entering it).
     #[new]
-    #[pyo3(signature = (entries=256, *, sqpoll_idle=None, single_issuer=false))]
+    #[pyo3(signature = (entries=256, *, sqpoll_idle=None, single_issuer=false, eventfd=true))]
     fn new(
         py: Python<'_>,
         entries: i64,
         sqpoll_idle: Option<u32>,
         single_issuer: bool,
+        eventfd: bool,
     ) -> PyResult<Self> {
         if !(1..=32768).contains(&entries) {
             return Err(PyValueError::new_err(format!(
                 "entries must be between 1 and 32768, not {entries}"
             )));
         }
-        let engine = UringEngine::new(Options {
-            entries: entries as u32,
-            sqpoll_idle_ms: sqpoll_idle,
-            single_issuer,
-        })
+        let engine = UringEngine::new(
+            Options {
+                entries: entries as u32,
+                sqpoll_idle_ms: sqpoll_idle,
+                single_issuer,
+            },
+            eventfd,
+        )
         .map_err(|e| errors::io_error(py, &e, None))?;
         let setup = engine.setup().clone();
         Ok(Self {
@@ -330,7 +337,8 @@ impl Ring {
         Ok(d)
     }
 
-    /// The registered eventfd, readable while completions wait.
+    /// The registered eventfd, readable while completions wait (ValueError for a
+    /// ring made with `eventfd=False`).
     fn fileno(&self) -> PyResult<i32> {
         self.inner.fileno()
     }

@@ -30,6 +30,7 @@ pub struct UringEngine {
     ring: Option<IoUring>,
     /// With SINGLE_ISSUER, the only thread the kernel lets use the ring.
     owner: Option<std::thread::ThreadId>,
+    /// The registered eventfd; None for a ring made without one (`notify`).
     eventfd: Option<OwnedFd>,
     setup: Setup,
     live: bool,
@@ -68,15 +69,25 @@ pub(crate) struct WatcherSink {
 
 impl UringEngine {
     /// Sets up a ring with the best flags the running kernel accepts: DEFER_TASKRUN
-    /// (when allowed), else COOP_TASKRUN, else neither.
-    pub fn new(opts: Options) -> io::Result<Self> {
+    /// (when allowed), else COOP_TASKRUN, else neither. With `notify`, an eventfd
+    /// is registered that becomes readable when completions wait, for waiting on
+    /// the ring from another loop's selector. Without it the kernel signals nothing
+    /// per completion: a ring waited for only by entering it (an event loop's own)
+    /// saves an eventfd signal per completion, and with DEFER_TASKRUN one more
+    /// when the completion's task work is queued.
+    pub fn new(opts: Options, notify: bool) -> io::Result<Self> {
         let (ring, setup) = crate::ring::setup::build(&opts)?;
-        let eventfd = crate::sys::eventfd()?;
-        ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+        let eventfd = if notify {
+            let eventfd = crate::sys::eventfd()?;
+            ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+            Some(eventfd)
+        } else {
+            None
+        };
         Ok(Self {
             owner: setup.defer_taskrun.then(|| std::thread::current().id()),
             ring: Some(ring),
-            eventfd: Some(eventfd),
+            eventfd,
             setup,
             live: true,
             side: Vec::new(),
@@ -435,8 +446,11 @@ impl UringEngine {
             }
         }
         // Completions keep arriving faster than we post them: leave the rest for the
-        // next wake-up, which this signal guarantees.
-        crate::sys::eventfd_signal(self.notify_fd());
+        // next wake-up, which this signal guarantees. (Without an eventfd the ring
+        // is waited for by entering it, which runs the queued work first.)
+        if let Some(eventfd) = &self.eventfd {
+            crate::sys::eventfd_signal(eventfd.as_raw_fd());
+        }
         Ok(())
     }
 

@@ -414,6 +414,12 @@ row(
 row("ringio.uring.Ring.cancel", "op never submitted", "ring.cancel(uring.noop(fd))", ValueError)
 row("ringio.uring.Ring.cancel", "after close", "closed_ring.cancel(uring.noop(fd))", ValueError)
 row("ringio.uring.Ring.fileno", "after close", "closed_ring.fileno()", ValueError)
+row(
+    "ringio.uring.Ring.fileno",
+    "a ring made with eventfd=False",
+    "uring.Ring(8, eventfd=False).fileno()",
+    ValueError,
+)
 row("ringio.uring.Ring.close", "twice", "closed_ring.close()", OK("None", "r is None"))
 row(
     "ringio.uring.Ring.close",

@@ -67,6 +67,19 @@ def test_run_debug_flag():
     assert ringio.run(debug(), debug=False) is False
 
 
+def test_the_loops_ring_has_no_eventfd():
+    # The loop waits for its ring by entering it: no eventfd is registered, so the
+    # kernel signals none per completion.
+    loop = ringio.new_event_loop()
+    try:
+        loop.run_until_complete(asyncio.sleep(0))
+        ring = loop._selector.loop_ring.ring
+        with pytest.raises(ValueError, match="eventfd=False"):
+            ring.fileno()
+    finally:
+        loop.close()
+
+
 def test_call_soon_later_at_order(loop):
     seen = []
     t0 = loop.time()

@@ -431,6 +431,32 @@ def test_no_completion_is_lost_while_reaps_run_the_deferred_work(ring):
             b.close()
 
 
+@pytest.mark.parametrize("single_issuer", [False, True])
+def test_a_ring_without_an_eventfd_refuses_fileno_and_completes_every_op(single_issuer):
+    # eventfd=False: nothing to poll, so fileno() says how to wait instead; every
+    # completion, inline or through deferred task work, arrives at get_events().
+    with uring.Ring(64, single_issuer=single_issuer, eventfd=False) as ring:
+        with pytest.raises(ValueError, match=r"get_events.*eventfd=True"):
+            ring.fileno()
+        assert ring.get_events(0) == []
+        socks = [socket.socketpair() for _ in range(32)]
+        try:
+            bufs = [bytearray(4) for _ in socks]
+            ring.submit([uring.read(a, buf) for (a, _), buf in zip(socks, bufs, strict=True)])
+            writer = threading.Thread(target=lambda: [b.send(b"ping") for _, b in socks])
+            writer.start()
+            got = []
+            while len(got) < len(socks):
+                got += ring.get_events(1, timeout=10)
+            writer.join()
+            assert sorted(c.res for c in got) == [4] * len(socks)
+            assert all(bytes(buf) == b"ping" for buf in bufs) and ring.in_flight == 0
+        finally:
+            for a, b in socks:
+                a.close()
+                b.close()
+
+
 def test_resolve_futures_settles_many_futures_in_one_call(ring, data_file):
     import asyncio
 

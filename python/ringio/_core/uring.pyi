@@ -16,10 +16,16 @@ def probe() -> list[tuple[str, bool]]: ...
 
 @final
 class Ring:
-    """An io_uring instance with a registered eventfd."""
+    """An io_uring instance, with a registered eventfd unless made with
+    ``eventfd=False``."""
 
     def __init__(
-        self, entries: int = 256, *, sqpoll_idle: int | None = None, single_issuer: bool = False
+        self,
+        entries: int = 256,
+        *,
+        sqpoll_idle: int | None = None,
+        single_issuer: bool = False,
+        eventfd: bool = True,
     ) -> None: ...
     def submit(self, ops: Iterable[Op]) -> int: ...
     def get_events(

@@ -120,7 +120,10 @@ class LoopRing:
             return ring
         if ring is not None:
             self._retire()
-        ring = uring.Ring(self._entries, single_issuer=True)
+        # No eventfd: the loop waits for its ring by entering it, so the kernel need
+        # not signal one for each completion (and, with DEFER_TASKRUN, for each
+        # completion's task work as it is queued, in the sender's context).
+        ring = uring.Ring(self._entries, single_issuer=True, eventfd=False)
         self._ring_thread = tid
         self._cancel_later.clear()
         self._set_ring(ring)
