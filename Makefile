@@ -111,10 +111,14 @@ clean:
 	rm -rf $(VENV) .venvs target site dist build
 
 # ---------------------------------------------------------------- wheels, versions
-# `make wheel`: the abi3 wheel (CPython >= 3.11) for x86_64, linked by zig against
-# glibc 2.17 so that it is manylinux2014 (maturin --zig, the `ziglang` package from
-# PyPI), checked by `auditwheel show`; `make sdist`: the source archive.
-# docs/versions.md says how each version is tested.
+# `make wheel`: one wheel per CPython version (WHEEL_VERSIONS) for x86_64, linked by
+# zig against glibc 2.17 so that they are manylinux2014 (maturin --zig, the `ziglang`
+# package from PyPI), each checked by `auditwheel show`; `make sdist`: the source
+# archive. With --target, maturin builds for a version that is not installed here
+# from the interpreter's configuration it ships. docs/versions.md says why not one
+# abi3 wheel, and how each version is tested.
+WHEEL_VERSIONS ?= 3.11 3.12 3.13 3.14
+WHEEL_TARGET := x86_64-unknown-linux-gnu
 WHEEL_TOOLS := $(VENV)/.wheel-tools
 WHEEL_STAMP := dist/.wheel-built
 $(WHEEL_TOOLS): $(PY)
@@ -123,10 +127,11 @@ $(WHEEL_TOOLS): $(PY)
 
 $(WHEEL_STAMP): $(WHEEL_TOOLS) pyproject.toml Cargo.toml Cargo.lock LICENSE-MIT LICENSE-APACHE \
 		$(shell find src python -name '*.rs' -o -name '*.py' -o -name '*.pyi')
-	rm -f dist/ringio-*-cp311-abi3-*x86_64*.whl
+	rm -f dist/ringio-*-cp3*-*x86_64*.whl
 	PATH=$(abspath $(VENV))/bin:$$PATH CARGO_TARGET_DIR=target/wheel \
-		$(VENV)/bin/maturin build --quiet --release --zig --compatibility manylinux2014 --out dist
-	$(VENV)/bin/auditwheel show dist/ringio-*-cp311-abi3-*x86_64*.whl
+		$(VENV)/bin/maturin build --quiet --release --zig --compatibility manylinux2014 \
+		--target $(WHEEL_TARGET) $(addprefix -i python,$(WHEEL_VERSIONS)) --out dist
+	@set -e; for w in dist/ringio-*-cp3*-*x86_64*.whl; do $(VENV)/bin/auditwheel show $$w; done
 	touch $(WHEEL_STAMP)
 
 wheel: $(WHEEL_STAMP)
@@ -145,13 +150,13 @@ wheel-cross: $(WHEEL_TOOLS)
 		rustup target list --installed | grep -qx $$target || rustup target add $$target; \
 		PATH=$(abspath $(VENV))/bin:$$PATH CARGO_TARGET_DIR=target/wheel \
 			$(VENV)/bin/maturin build --quiet --release --zig --target $$target \
-			--compatibility $$tag --out dist/cross; \
+			--compatibility $$tag $(addprefix -i python,$(WHEEL_VERSIONS)) --out dist/cross; \
 	done
 	@# auditwheel analyses manylinux wheels here; a musllinux one it cannot on a glibc
 	@# host (it looks for musl's libc.so among the host's): its NEEDED list instead.
 	@for w in dist/cross/*manylinux*.whl; do $(VENV)/bin/auditwheel show $$w; done
 	@for w in dist/cross/*musllinux*.whl; do \
-		echo "$$w:"; unzip -p $$w 'ringio/_core.abi3.so' > dist/cross/.so; \
+		echo "$$w:"; unzip -p $$w 'ringio/_core.*.so' > dist/cross/.so; \
 		readelf -d dist/cross/.so | grep NEEDED; rm -f dist/cross/.so; \
 	done
 

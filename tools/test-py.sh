@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ringio's tests on one CPython version, from the built abi3 wheel (docs/versions.md).
+# ringio's tests on one CPython version, from its built wheel (docs/versions.md).
 #
 #   tools/test-py.sh VERSION [pytest arguments...]     # VERSION: 3.11 ... 3.14
 #   tools/test-py.sh VERSION --smoke     # the wheel alone in a fresh venv: a smoke run
@@ -7,7 +7,7 @@
 #
 # Finds the interpreter (pyenv's $PYENV_ROOT/versions/VERSION.*, then pythonVERSION on
 # PATH, then, for 3.13 and 3.14, a Debian sid chroot made by tools/sid-chroot.sh),
-# makes the venv .venvs/VERSION, installs the newest dist/ringio-*-abi3-*.whl (with
+# makes the venv .venvs/VERSION, installs the newest dist/ringio-*-cpXY-cpXY-*.whl (with
 # its `test` extra) when it changed, and runs pytest from the repository root, so
 # that the installed wheel, not python/, is what the tests import. Without pytest
 # arguments: the whole suite, CPython's own test_asyncio on ringio's loop included
@@ -21,9 +21,10 @@ shift
 SID_CHROOT=${SID_CHROOT:-/var/tmp/ringio-sid}
 venv=.venvs/$version
 
-wheel=$(ls -t dist/ringio-*-cp311-abi3-*x86_64*.whl 2>/dev/null | head -1 || true)
+tag=cp${version/./}
+wheel=$(ls -t dist/ringio-*-"$tag"-"$tag"-*x86_64*.whl 2>/dev/null | head -1 || true)
 if [ -z "$wheel" ]; then
-	echo "test-py: no wheel in dist/: run 'make wheel' first" >&2
+	echo "test-py: no $tag wheel in dist/: run 'make wheel' first" >&2
 	exit 2
 fi
 
