@@ -421,10 +421,6 @@ impl UringEngine {
     /// DEFER_TASKRUN: posts the completions waiting for this thread, without the
     /// eventfd signal each posted CQE would otherwise send.
     ///
-    /// A ring without an eventfd has no signal to keep quiet: one enter runs the
-    /// work queued so far, and work queued after it is run by the next enter, which
-    /// is how such a ring is waited for.
-    ///
     /// With DEFER_TASKRUN a completion signals the eventfd twice: once when the
     /// device completes it (its task work is queued for us), and again when our
     /// io_uring_enter runs that task work and posts the CQE. The second signal
@@ -435,9 +431,6 @@ impl UringEngine {
     /// queues work, and we look at that flag after re-enabling notifications and
     /// run the work ourselves.
     fn run_deferred(&mut self) -> io::Result<()> {
-        let Some(eventfd) = self.eventfd.as_ref().map(AsRawFd::as_raw_fd) else {
-            return self.get_events();
-        };
         for _ in 0..RUN_DEFERRED_ROUNDS {
             self.ring_mut()?.completion().disable_eventfd();
             let entered = self.get_events();
@@ -453,8 +446,11 @@ impl UringEngine {
             }
         }
         // Completions keep arriving faster than we post them: leave the rest for the
-        // next wake-up, which this signal guarantees.
-        crate::sys::eventfd_signal(eventfd);
+        // next wake-up, which this signal guarantees. (Without an eventfd the ring
+        // is waited for by entering it, which runs the queued work first.)
+        if let Some(eventfd) = &self.eventfd {
+            crate::sys::eventfd_signal(eventfd.as_raw_fd());
+        }
         Ok(())
     }
 
