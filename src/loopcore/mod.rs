@@ -699,11 +699,12 @@ impl LoopCore {
         Self::flush(&mut inner, &mut driver.engine).map_err(|e| errors::io_error(py, &e, None))?;
         let n = driver.engine.sq_pending();
         if n > 0 {
-            let fd = driver.engine.ring_fd();
+            let (fd, registered) = driver.engine.enter_target();
             // Not waiting (min_complete 0); GETEVENTS runs DEFER_TASKRUN task work,
             // which is where a cancelled request drops its file reference. The CQEs
             // stay in the CQ for the next select.
-            crate::ring::enter::enter_nowait(fd, n, crate::ring::enter::IORING_ENTER_GETEVENTS)
+            let flags = crate::ring::enter::IORING_ENTER_GETEVENTS | registered;
+            crate::ring::enter::enter_nowait(fd, n, flags)
                 .map_err(|e| errors::io_error(py, &e, None))?;
         }
         Ok(())

@@ -45,7 +45,7 @@ impl LoopCore {
         // iterations with one connection (1.5 selects per request, counted).
         let mut signal_err: Option<PyErr> = None;
         let (raw, mut side, wakers, enter_err, interrupted, early_actions) = loop {
-            let (ring_fd, tokens, to_submit, flush_err, block, skip_enter) = {
+            let ((ring_fd, registered), tokens, to_submit, flush_err, block, skip_enter) = {
                 let mut inner = self.lock();
                 if inner.closed {
                     return Err(PyRuntimeError::new_err("the loop core is closed"));
@@ -71,15 +71,15 @@ impl LoopCore {
                 };
                 let to_submit = driver.engine.sq_pending();
                 let skip_enter = !block && to_submit == 0 && driver.engine.defers_taskrun();
-                let fd = driver.engine.ring_fd();
-                (fd, tokens, to_submit, flush_err, block, skip_enter)
+                let target = driver.engine.enter_target();
+                (target, tokens, to_submit, flush_err, block, skip_enter)
             };
             if let Some(e) = flush_err {
                 // A failed buffer-ring registration: the transports stay unarmed; say so.
                 return Err(errors::io_error(py, &e, None));
             }
             let wait = if block { 1 } else { 0 };
-            let flags = crate::ring::enter::IORING_ENTER_GETEVENTS;
+            let flags = crate::ring::enter::IORING_ENTER_GETEVENTS | registered;
             let t = if block { timeout } else { None };
             // EINTR: a signal arrived (its Python handler runs below); SQEs the kernel
             // had not consumed stay in the SQ and go in with the next enter.

@@ -30,6 +30,7 @@ pub struct Ring {
     sq_entries: u32,
     cq_entries: u32,
     defer_taskrun: bool,
+    registered_fd: bool,
 }
 
 impl Ring {
@@ -122,12 +123,14 @@ impl Ring {
         )
         .map_err(|e| errors::io_error(py, &e, None))?;
         let setup = engine.setup().clone();
+        let registered_fd = engine.is_registered();
         Ok(Self {
             inner: PyDriver::new(engine, setup.cq_entries),
             flags: setup.flags,
             sq_entries: setup.sq_entries,
             cq_entries: setup.cq_entries,
             defer_taskrun: setup.defer_taskrun,
+            registered_fd,
         })
     }
 
@@ -334,6 +337,7 @@ impl Ring {
         d.set_item("sq_entries", self.sq_entries)?;
         d.set_item("cq_entries", self.cq_entries)?;
         d.set_item("defer_taskrun", self.defer_taskrun)?;
+        d.set_item("registered_fd", self.registered_fd)?;
         Ok(d)
     }
 

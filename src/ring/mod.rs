@@ -3,6 +3,7 @@
 //!
 //! - `setup`: the one ladder of setup flags, and the opcode probe;
 //! - `enter`: io_uring_enter;
+//! - `regring`: a ring fd registered with the thread that enters it;
 //! - `bufring`: a provided-buffer ring and the memory behind it;
 //! - `files`: the fixed-file table;
 //! - `prep`: the SQEs more than one client builds, one function per operation;
@@ -18,6 +19,7 @@ pub mod enter;
 pub mod files;
 pub mod owner;
 pub mod prep;
+pub mod regring;
 pub mod route;
 pub mod setup;
 pub mod submit;

@@ -18,6 +18,7 @@ pub use crate::ring::setup::{probe, Options, Setup};
 // loop-bound Watcher's (`crate::net`) go to that Watcher's sink.
 use crate::ring::owner::{self, Owner};
 use crate::ring::prep;
+use crate::ring::regring::RegisteredRing;
 use crate::ring::route::{Completion, CompletionSink, Counted, Router, Sinks, Take};
 use crate::ring::submit;
 
@@ -32,6 +33,10 @@ pub struct UringEngine {
     owner: Option<std::thread::ThreadId>,
     /// The registered eventfd; None for a ring made without one (`notify`).
     eventfd: Option<OwnedFd>,
+    /// A SINGLE_ISSUER ring's fd, registered with its owner thread, which alone
+    /// enters it: each enter then skips the fd lookup and the file's reference
+    /// count. None where the kernel refused, and for rings any thread may use.
+    registered: Option<RegisteredRing>,
     setup: Setup,
     live: bool,
     /// CQEs of side SQEs (`Owner::LoopCore`), reaped but not yet taken by the loop core.
@@ -84,10 +89,16 @@ impl UringEngine {
         } else {
             None
         };
+        let registered = if setup.defer_taskrun {
+            RegisteredRing::register(ring.as_raw_fd())
+        } else {
+            None
+        };
         Ok(Self {
             owner: setup.defer_taskrun.then(|| std::thread::current().id()),
             ring: Some(ring),
             eventfd,
+            registered,
             setup,
             live: true,
             side: Vec::new(),
@@ -106,6 +117,25 @@ impl UringEngine {
 
     pub fn ring_fd(&self) -> RawFd {
         self.ring.as_ref().map_or(-1, AsRawFd::as_raw_fd)
+    }
+
+    /// The fd argument and the flag for `io_uring_enter` from the calling thread:
+    /// the registered index on the thread that registered the ring, else the fd.
+    pub fn enter_target(&self) -> (RawFd, u32) {
+        RegisteredRing::target(self.registered.as_ref(), self.ring_fd())
+    }
+
+    /// Whether the ring's fd is registered with its owner thread.
+    pub fn is_registered(&self) -> bool {
+        self.registered.is_some()
+    }
+
+    /// Gives the registered index back (on the owner thread; see `regring`) before
+    /// the ring's fd is closed.
+    fn unregister(&mut self) {
+        if let Some(r) = self.registered.take() {
+            r.unregister(self.ring_fd());
+        }
     }
 
     fn ring(&self) -> io::Result<&IoUring> {
@@ -415,7 +445,9 @@ impl UringEngine {
     }
 
     fn get_events(&self) -> io::Result<()> {
-        enter(self.ring()?.as_raw_fd(), 0, 0, IORING_ENTER_GETEVENTS, None).map(drop)
+        self.ring()?;
+        let (fd, flag) = self.enter_target();
+        enter(fd, 0, 0, IORING_ENTER_GETEVENTS | flag, None).map(drop)
     }
 
     /// DEFER_TASKRUN: posts the completions waiting for this thread, without the
@@ -430,6 +462,12 @@ impl UringEngine {
     /// arrives meanwhile is not lost: the kernel sets IORING_SQ_TASKRUN when it
     /// queues work, and we look at that flag after re-enabling notifications and
     /// run the work ourselves.
+    ///
+    /// A ring without an eventfd (the event loop's) runs the same rounds: each
+    /// posts the completions whose task work was queued while the last one ran, so
+    /// one reap hands the loop core everything that has arrived. The loop's
+    /// large-message turns count on that (one enter per reap left most receives
+    /// seen dry in `test_receives_that_run_dry_wait_or_move_to_large_receives`).
     fn run_deferred(&mut self) -> io::Result<()> {
         for _ in 0..RUN_DEFERRED_ROUNDS {
             self.ring_mut()?.completion().disable_eventfd();
@@ -702,7 +740,9 @@ impl Engine for UringEngine {
             self.reap_now(out, usize::MAX)?;
             seen += out[before..].iter().filter(|c| !c.more).count();
             if seen < in_flight || self.router.total_in_flight() > 0 {
-                match enter(self.ring()?.as_raw_fd(), 0, 1, IORING_ENTER_GETEVENTS, None) {
+                self.ring()?;
+                let (fd, flag) = self.enter_target();
+                match enter(fd, 0, 1, IORING_ENTER_GETEVENTS | flag, None) {
                     Ok(_) => {}
                     Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                     Err(e) => return Err(e),
@@ -711,6 +751,7 @@ impl Engine for UringEngine {
         }
         self.live = false;
         self.eventfd = None;
+        self.unregister();
         self.ring = None;
         // After the ring: the kernel no longer reads the buffer ring.
         self.bufring = None;
@@ -730,6 +771,7 @@ impl Drop for UringEngine {
         if self.live {
             std::mem::forget(self.bufring.take());
         }
+        self.unregister();
     }
 }
 

@@ -80,6 +80,25 @@ def test_the_loops_ring_has_no_eventfd():
         loop.close()
 
 
+def test_the_loops_ring_is_entered_through_its_threads_registered_fd():
+    # Each io_uring_enter by index skips the fd lookup and the file's reference
+    # count; a loop in another thread registers its ring with that thread.
+    def setup_in_a_loop() -> dict:
+        loop = ringio.new_event_loop()
+        try:
+            loop.run_until_complete(asyncio.sleep(0))
+            return loop._selector.loop_ring.ring.setup
+        finally:
+            loop.close()
+
+    setups = [setup_in_a_loop()]
+    worker = threading.Thread(target=lambda: setups.append(setup_in_a_loop()))
+    worker.start()
+    worker.join()
+    for setup in setups:
+        assert setup["registered_fd"] is setup["defer_taskrun"]
+
+
 def test_call_soon_later_at_order(loop):
     seen = []
     t0 = loop.time()

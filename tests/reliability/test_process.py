@@ -66,6 +66,40 @@ def test_a_forked_child_cannot_use_its_parents_context_but_can_make_its_own(kind
     parent_ctx.close()
 
 
+def test_a_forked_child_dropping_its_parents_ring_keeps_its_own_registered_ring(data_file):
+    # The parent's ring is registered with the parent's thread; the child's first
+    # ring takes an index in the child's own (new) table, maybe the same number.
+    # Dropping the inherited ring in the child must not give that index back.
+    fd, payload = data_file
+    parent_ring = uring.Ring(8, single_issuer=True, eventfd=False)
+    if not parent_ring.setup["registered_fd"]:
+        pytest.skip("no registered ring fd here")
+    holder = [parent_ring]
+    del parent_ring
+
+    def child():
+        # Rings until the child's table is full: one of them has the parent's
+        # ring's index, whatever it is.
+        own = [uring.Ring(8, single_issuer=True, eventfd=False) for _ in range(17)]
+        assert own[0].setup["registered_fd"] and not own[-1].setup["registered_fd"]
+        holder.clear()  # the inherited ring's last reference
+        for k, r in enumerate(own):
+            b = bytearray(4)
+            r.submit([uring.pread(fd, b, 4 * k)])
+            [c] = r.get_events(1, timeout=5)
+            if (c.res, bytes(b)) != (4, payload[4 * k : 4 * k + 4]):
+                return False
+            r.close()
+        return True
+
+    assert run_child(child) == 0
+    # The parent's ring still works, by its registered index.
+    b = bytearray(4)
+    holder[0].submit([uring.pread(fd, b, 8)])
+    assert holder[0].get_events(1, timeout=5)[0].res == 4 and b == payload[8:12]
+    holder[0].close()
+
+
 def test_a_child_that_exits_with_the_parents_ops_in_flight_does_not_disturb_them():
     a, b = socket.socketpair()
     with a, b:

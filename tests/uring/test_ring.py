@@ -47,6 +47,75 @@ def test_setup_reports_the_flags_the_kernel_took(ring):
         assert "SINGLE_ISSUER" in setup["flags"]
 
 
+def test_a_single_issuer_ring_registers_its_fd_with_its_thread(ring):
+    # Only a ring that one thread alone may enter has its fd registered (the index
+    # means something in that thread's table alone).
+    assert ring.setup["registered_fd"] is ring.setup["defer_taskrun"]
+
+
+def _registered_while_making(n: int, end) -> list[bool]:
+    registered = []
+    for _ in range(n):
+        r = uring.Ring(8, single_issuer=True, eventfd=False)
+        if not r.setup["defer_taskrun"]:
+            pytest.skip("kernel without DEFER_TASKRUN")
+        registered.append(r.setup["registered_fd"])
+        end(r)
+        del r  # the last reference: a ring not closed is dropped here
+    return registered
+
+
+def test_a_closed_ring_gives_its_registered_index_back():
+    # A thread's table has 16 entries: without giving them back, the 17th ring
+    # would be entered by fd.
+    assert _registered_while_making(40, lambda r: r.close()) == [True] * 40
+
+
+def test_a_ring_collected_without_close_gives_its_registered_index_back():
+    assert _registered_while_making(40, lambda r: None) == [True] * 40
+
+
+def test_rings_beyond_the_threads_table_are_entered_by_fd(data_file):
+    fd, payload = data_file
+    rings = [uring.Ring(8, single_issuer=True, eventfd=False) for _ in range(20)]
+    try:
+        if not rings[0].setup["defer_taskrun"]:
+            pytest.skip("kernel without DEFER_TASKRUN")
+        registered = [r.setup["registered_fd"] for r in rings]
+        assert 0 < registered.count(True) <= 16 and registered[-1] is False
+        for r in rings:  # both kinds read the file's bytes
+            buf = bytearray(64)
+            [c] = run(r, uring.pread(fd, buf, 3))
+            assert (c.res, buf) == (64, payload[3:67])
+    finally:
+        for r in rings:
+            r.close()
+
+
+def test_rings_of_two_threads_each_enter_their_own(data_file):
+    # Both threads' first registrations may take the same index: each ring's
+    # completions must come from its own ring.
+    fd, payload = data_file
+    results: dict[str, list] = {}
+
+    def reads(name: str, offset: int) -> None:
+        with uring.Ring(16, single_issuer=True, eventfd=False) as r:
+            got = []
+            for k in range(200):
+                buf = bytearray(8)
+                [c] = run(r, uring.pread(fd, buf, offset + k))
+                got.append(bytes(buf[: c.res]))
+            results[name] = got
+
+    threads = [threading.Thread(target=reads, args=(n, o)) for n, o in (("a", 0), ("b", 300))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results["a"] == [payload[k : k + 8] for k in range(200)]
+    assert results["b"] == [payload[300 + k : 308 + k] for k in range(200)]
+
+
 def test_probe_lists_the_file_opcodes():
     for name in ("read", "write", "readv", "writev", "fsync", "openat", "statx", "close"):
         assert SUPPORTED[name] is True
