@@ -19,6 +19,7 @@ use crate::ring::bufring::BufRing;
 use crate::ring::enter::IORING_ENTER_GETEVENTS;
 use crate::ring::files::FileTable;
 use crate::ring::owner::{self, Owner};
+use crate::ring::regring::RegisteredRing;
 use crate::ring::setup::{self, Options};
 use crate::ring::submit;
 
@@ -40,6 +41,9 @@ pub(crate) enum WatcherRing {
         eventfd: OwnedFd,
         defer: bool,
         files: FileTable,
+        /// With DEFER_TASKRUN (SINGLE_ISSUER: the creating thread alone enters the
+        /// ring), its fd registered with that thread (`crate::ring::regring`).
+        registered: Option<RegisteredRing>,
     },
     Loop {
         ring: Py<Ring>,
@@ -47,6 +51,20 @@ pub(crate) enum WatcherRing {
         fd: RawFd,
         defer: bool,
     },
+}
+
+impl Drop for WatcherRing {
+    /// Gives a registered ring fd's index back before the ring's fd is closed.
+    fn drop(&mut self) {
+        if let WatcherRing::Own {
+            ring, registered, ..
+        } = self
+        {
+            if let Some(r) = registered.take() {
+                r.unregister(ring.as_raw_fd());
+            }
+        }
+    }
 }
 
 fn closed_ring() -> io::Error {
@@ -65,11 +83,17 @@ impl WatcherRing {
         let eventfd = crate::sys::eventfd()?;
         ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
         let files = FileTable::setup(&ring);
+        let registered = if defer {
+            RegisteredRing::register(ring.as_raw_fd())
+        } else {
+            None
+        };
         Ok(WatcherRing::Own {
             ring,
             eventfd,
             defer,
             files,
+            registered,
         })
     }
 
@@ -231,15 +255,17 @@ impl WatcherRing {
     /// submits our SQEs.
     pub(crate) fn poll(&mut self, enter: bool, cqes: &mut Vec<Cqe>) -> io::Result<()> {
         match self {
-            WatcherRing::Own { ring, defer, .. } => {
+            WatcherRing::Own {
+                ring,
+                defer,
+                registered,
+                ..
+            } => {
                 let to_submit = ring.submission().len() as u32;
                 let overflow = ring.submission().cq_overflow();
                 if to_submit > 0 || *defer || overflow {
-                    crate::ring::enter::enter_nowait(
-                        ring.as_raw_fd(),
-                        to_submit,
-                        IORING_ENTER_GETEVENTS,
-                    )?;
+                    let (fd, flag) = RegisteredRing::target(registered.as_ref(), ring.as_raw_fd());
+                    crate::ring::enter::enter_nowait(fd, to_submit, IORING_ENTER_GETEVENTS | flag)?;
                 }
                 Self::own_collect(ring, cqes);
                 Ok(())
@@ -269,12 +295,14 @@ impl WatcherRing {
         cqes: &mut Vec<Cqe>,
     ) -> io::Result<()> {
         match self {
-            WatcherRing::Own { ring, .. } => {
-                let fd = ring.as_raw_fd();
+            WatcherRing::Own {
+                ring, registered, ..
+            } => {
+                let (fd, flag) = RegisteredRing::target(registered.as_ref(), ring.as_raw_fd());
                 let to_submit = ring.submission().len() as u32;
-                let rc = py.detach(move || {
-                    crate::ring::enter::enter(fd, to_submit, 1, IORING_ENTER_GETEVENTS, timeout)
-                });
+                let flags = IORING_ENTER_GETEVENTS | flag;
+                let rc =
+                    py.detach(move || crate::ring::enter::enter(fd, to_submit, 1, flags, timeout));
                 Self::own_collect(ring, cqes);
                 rc.map(drop)
             }

@@ -276,3 +276,36 @@ def test_a_result_kept_in_its_own_context_is_collected(watcher: ringio.Watcher, 
         del ctx, r
         gc.collect()
         assert alive() is None
+
+
+def _a_new_ring_is_registered() -> bool:
+    r = ringio.uring.Ring(8, single_issuer=True, eventfd=False)
+    try:
+        if not r.setup["defer_taskrun"]:
+            pytest.skip("kernel without DEFER_TASKRUN")
+        return r.setup["registered_fd"]
+    finally:
+        r.close()
+
+
+def test_watchers_with_rings_of_their_own_register_them_and_give_them_back(listener) -> None:
+    # A thread's table of registered rings has 16 entries: 16 Watchers take what
+    # is left of it, and give it back when closed.
+    assert _a_new_ring_is_registered()
+    watchers = [ringio.Watcher(loop=False) for _ in range(16)]
+    try:
+        assert not _a_new_ring_is_registered()
+        for k, w in enumerate(watchers):  # each still enters its own ring
+            c, s = tcp_pair(listener)
+            w.write(("tx", k), c, b"%02d" % k)
+            w.read(("rx", k), s, bytearray(2))
+            got = {r.context[0]: r for r in collect(w, 2)}
+            assert got["tx"].size == 2 and bytes(got["rx"].buffer[:2]) == b"%02d" % k
+            w.free(c)
+            w.free(s)
+            c.close()
+            s.close()
+    finally:
+        for w in watchers:
+            w.close()
+    assert _a_new_ring_is_registered()
