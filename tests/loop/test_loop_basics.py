@@ -99,6 +99,20 @@ def test_the_loops_ring_is_entered_through_its_threads_registered_fd():
         assert setup["registered_fd"] is setup["defer_taskrun"]
 
 
+def test_loops_run_one_after_another_on_pool_threads_each_register_their_ring():
+    # A thread's table has 16 entries: 40 loops on two pool threads find one free
+    # only if every loop closed before them gave its entry back.
+    async def registered() -> tuple[int, bool, bool]:
+        setup = asyncio.get_running_loop()._selector.loop_ring.ring.setup
+        await asyncio.sleep(0)
+        return threading.get_ident(), setup["registered_fd"], setup["defer_taskrun"]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(lambda _: ringio.run(registered()), range(40)))
+    assert len({tid for tid, _, _ in runs}) <= 2
+    assert all(reg is defer for _, reg, defer in runs)
+
+
 def test_call_soon_later_at_order(loop):
     seen = []
     t0 = loop.time()
