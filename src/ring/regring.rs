@@ -66,18 +66,8 @@ impl RegisteredRing {
             resv: 0,
             data: ring_fd as u64,
         };
-        // SAFETY: `update` is one valid io_uring_rsrc_update that outlives the call;
-        // the kernel reads it and writes the index it chose into `offset`.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_io_uring_register,
-                ring_fd,
-                IORING_REGISTER_RING_FDS,
-                &mut update as *mut RsrcUpdate,
-                1u32,
-            )
-        };
-        (rc == 1).then(|| Self {
+        let done = ring_fds(ring_fd, IORING_REGISTER_RING_FDS, &mut update);
+        done.then(|| Self {
             index: update.offset,
             thread: this_thread(),
             generation: crate::sys::fork_generation(),
@@ -115,16 +105,24 @@ impl RegisteredRing {
             resv: 0,
             data: 0,
         };
-        // SAFETY: as in `register`; the kernel only reads `offset`.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_io_uring_register,
-                ring_fd,
-                IORING_UNREGISTER_RING_FDS,
-                &mut update as *mut RsrcUpdate,
-                1u32,
-            )
-        };
-        rc == 1
+        ring_fds(ring_fd, IORING_UNREGISTER_RING_FDS, &mut update)
     }
+}
+
+/// `io_uring_register(ring_fd, op, update, 1)` for the ring-fd table: whether the
+/// kernel took the one entry. Registering, it writes the index it chose into
+/// `update.offset`; unregistering, it only reads `offset`.
+fn ring_fds(ring_fd: RawFd, op: libc::c_uint, update: &mut RsrcUpdate) -> bool {
+    // SAFETY: `update` is one valid io_uring_rsrc_update, borrowed for the call, and
+    // the count says one; the kernel reads it and may write its `offset`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            ring_fd,
+            op,
+            update as *mut RsrcUpdate,
+            1u32,
+        )
+    };
+    rc == 1
 }
