@@ -445,9 +445,15 @@ impl UringEngine {
     }
 
     fn get_events(&self) -> io::Result<()> {
+        self.enter_getevents(0)
+    }
+
+    /// io_uring_enter with GETEVENTS, nothing to submit, waiting for `min_complete`
+    /// CQEs (0: only runs the task work and flushes an overflowed CQ).
+    fn enter_getevents(&self, min_complete: u32) -> io::Result<()> {
         self.ring()?;
         let (fd, flag) = self.enter_target();
-        enter(fd, 0, 0, IORING_ENTER_GETEVENTS | flag, None).map(drop)
+        enter(fd, 0, min_complete, IORING_ENTER_GETEVENTS | flag, None).map(drop)
     }
 
     /// DEFER_TASKRUN: posts the completions waiting for this thread, without the
@@ -740,10 +746,8 @@ impl Engine for UringEngine {
             self.reap_now(out, usize::MAX)?;
             seen += out[before..].iter().filter(|c| !c.more).count();
             if seen < in_flight || self.router.total_in_flight() > 0 {
-                self.ring()?;
-                let (fd, flag) = self.enter_target();
-                match enter(fd, 0, 1, IORING_ENTER_GETEVENTS | flag, None) {
-                    Ok(_) => {}
+                match self.enter_getevents(1) {
+                    Ok(()) => {}
                     Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                     Err(e) => return Err(e),
                 }
