@@ -1,9 +1,10 @@
 //! The loop's hottest methods as native calls: `call_soon`, `call_later`,
-//! `call_at` and `create_task` of one `ringio.EventLoop`.
+//! `call_at`, `create_task` and `is_running` of one `ringio.EventLoop`.
 //!
 //! asyncio's C tasks and futures call back into the loop for every task step
-//! (`call_soon`), servers arm a timer per request (`call_later`) and start a task
-//! per request (`create_task`). Each of these is a Python method of asyncio's loop
+//! (`call_soon`) and, for a task started eagerly (3.12+), to ask whether it runs
+//! (`is_running`); servers arm a timer per request (`call_later`) and start a
+//! task per request (`create_task`). Each of these is a Python method of asyncio's loop
 //! (uvloop's are C). Here each makes the objects asyncio's makes (an
 //! `asyncio.Handle`, a `TimerHandle` pushed on `loop._scheduled` as `heapq` pushes
 //! it, an `asyncio.Task`) without a Python frame. The loop installs the bound
@@ -33,6 +34,10 @@ pub struct LoopCalls {
     ready: Py<PyAny>,
     append: Py<PyAny>,
     task_type: Py<PyAny>,
+    /// CPython 3.14+: `BaseEventLoop.create_task(coro, **kwargs)` is
+    /// `Task(coro, loop=loop, **kwargs)` for any keyword (aiohttp passes
+    /// `eager_start=True` per request); before, only `context` is passed here.
+    task_takes_any_keyword: bool,
 }
 
 impl LoopCalls {
@@ -170,6 +175,7 @@ impl LoopCalls {
             append: ready.getattr(intern!(py, "append"))?.unbind(),
             ready: ready.unbind(),
             task_type: py.import("asyncio.tasks")?.getattr("Task")?.unbind(),
+            task_takes_any_keyword: py.version_info() >= (3, 14),
         })
     }
 
@@ -250,8 +256,10 @@ impl LoopCalls {
     }
 
     /// asyncio's `loop.create_task(coro, *, name=None, context=None)` (3.14: any
-    /// keyword of `asyncio.Task`): `asyncio.Task(coro, loop=loop, context=context)`
-    /// when the loop has no task factory and no name is given.
+    /// keyword of `asyncio.Task`): `asyncio.Task(coro, loop=loop, **keywords)`
+    /// when the loop has no task factory and the keywords are ones passed here
+    /// (before 3.14 at most `context`; on 3.14 any but `loop`, which asyncio's
+    /// `Task(coro, loop=self, **kwargs)` refuses with a TypeError).
     #[pyo3(signature = (coro, **kwargs))]
     fn create_task<'py>(
         &self,
@@ -259,25 +267,39 @@ impl LoopCalls {
         coro: &Bound<'py, PyAny>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        // The keywords when they are at most `context`: Some(the context, if given).
-        let context = match kwargs.filter(|k| !k.is_empty()) {
-            None => Some(None),
-            Some(k) if k.len() == 1 => k.get_item(intern!(py, "context"))?.map(Some),
-            Some(_) => None,
+        let loop_key = intern!(py, "loop");
+        let keywords_ok = match kwargs.filter(|k| !k.is_empty()) {
+            None => true,
+            Some(k) if self.task_takes_any_keyword => !k.contains(loop_key)?,
+            Some(k) => k.len() == 1 && k.contains(intern!(py, "context"))?,
         };
         let no_factory = self
             .loop_dict
             .bind(py)
             .get_item(intern!(py, "_task_factory"))?
             .is_some_and(|f| f.is_none());
-        let (Some(context), true, Some(_)) = (context, no_factory, self.common_case(py)?) else {
+        if !(keywords_ok && no_factory && self.common_case(py)?.is_some()) {
             return self.fallback(py, intern!(py, "create_task"), &[coro], None, kwargs);
-        };
-        let task_kwargs = PyDict::new(py);
-        task_kwargs.set_item(intern!(py, "loop"), self.event_loop.bind(py))?;
-        if let Some(c) = context {
-            task_kwargs.set_item(intern!(py, "context"), c)?;
         }
+        let task_kwargs = match kwargs {
+            Some(k) => k.copy()?,
+            None => PyDict::new(py),
+        };
+        task_kwargs.set_item(loop_key, self.event_loop.bind(py))?;
         self.task_type.bind(py).call((coro,), Some(&task_kwargs))
+    }
+
+    /// asyncio's `loop.is_running()`: `loop._thread_id is not None`.
+    fn is_running<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self
+            .loop_dict
+            .bind(py)
+            .get_item(intern!(py, "_thread_id"))?
+        {
+            Some(thread) => Ok(pyo3::types::PyBool::new(py, !thread.is_none())
+                .to_owned()
+                .into_any()),
+            None => self.fallback(py, intern!(py, "is_running"), &[], None, None),
+        }
     }
 }

@@ -1,4 +1,4 @@
-"""``call_soon``, ``call_later``, ``call_at`` and ``create_task`` as native calls
+"""``call_soon``, ``call_later``, ``call_at``, ``create_task`` and ``is_running`` as native calls
 (``ringio._core.loop.LoopCalls``): the same handles, timers and tasks asyncio's loop
 makes, in the same order, with the same errors and debug-mode tracebacks, and no
 Python frame of the loop's on ringio's loop."""
@@ -129,6 +129,7 @@ PYTHON_METHODS = {
     EventLoop.call_later.__code__,
     EventLoop.call_at.__code__,
     asyncio.BaseEventLoop.create_task.__code__,
+    asyncio.BaseEventLoop.is_running.__code__,
 }
 
 
@@ -460,6 +461,53 @@ def test_create_task_misuse_as_asyncio(make_loop):
     coro.close()
 
 
+def test_is_running_as_asyncio(make_loop):
+    loop = make_loop()
+    seen = []
+
+    async def main():
+        seen.append(loop.is_running())
+        # asyncio's C task asks the loop whether it runs when it starts eagerly.
+        if sys.version_info >= (3, 12):
+            task = asyncio.Task(asyncio.sleep(0, "eager"), loop=loop, eager_start=True)
+            seen.append(await task)
+
+    seen.append(loop.is_running())
+    loop.run_until_complete(main())
+    seen.append(loop.is_running())
+    loop.close()
+    seen.append(loop.is_running())
+    expected = [False, True, *(["eager"] if sys.version_info >= (3, 12) else []), False, False]
+    assert seen == expected
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="create_task(**kwargs) is 3.14+")
+def test_create_task_passes_any_task_keyword_as_asyncio(make_loop):
+    loop = make_loop()
+    steps = []
+
+    async def work(x):
+        steps.append(("ran", x))
+        await asyncio.sleep(0)
+        return x
+
+    async def main():
+        eager = loop.create_task(work(1), eager_start=True, name="eager")
+        steps.append("created")  # an eager task ran up to its first await already
+        lazy = loop.create_task(work(2), eager_start=False)
+        steps.append("created")
+        return await eager, await lazy, eager.get_name()
+
+    assert loop.run_until_complete(main()) == (1, 2, "eager")
+    assert steps == [("ran", 1), "created", "created", ("ran", 2)]
+    coro = work(3)
+    with pytest.raises(TypeError, match="multiple values for keyword argument 'loop'"):
+        loop.create_task(coro, loop=loop)
+    with pytest.raises(TypeError):
+        loop.create_task(coro, eager_start=True, bogus=1)
+    coro.close()
+
+
 def test_servers_per_request_calls_are_native():
     # What a server does per request: a task, a keep-alive timer re-armed.
     loop = ringio.new_event_loop()
@@ -473,6 +521,10 @@ def test_servers_per_request_calls_are_native():
             if keepalive is not None:
                 keepalive.cancel()
             await loop.create_task(request())
+            if sys.version_info >= (3, 14):  # aiohttp's per-request task on 3.14
+                await asyncio.create_task(request(), eager_start=True)
+            elif sys.version_info >= (3, 12):  # and on 3.12 and 3.13
+                await asyncio.Task(request(), loop=loop, eager_start=True)
             keepalive = loop.call_later(5, print)
         keepalive.cancel()
 
