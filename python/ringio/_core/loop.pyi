@@ -87,9 +87,10 @@ class TransportWriter:
 
 @final
 class LoopCalls:
-    """``call_soon``, ``call_later``, ``call_at`` and ``create_task`` of one
-    ringio.EventLoop as native calls (installed as the loop's instance attributes),
-    falling back to `loop_class`'s Python methods outside the common case."""
+    """``call_soon``, ``call_later``, ``call_at``, ``create_task`` and ``is_running``
+    of one ringio.EventLoop as native calls (installed as the loop's instance
+    attributes), falling back to `loop_class`'s Python methods outside the common
+    case."""
 
     def __init__(self, event_loop: Any, loop_class: type) -> None: ...
     @staticmethod
@@ -106,6 +107,7 @@ class LoopCalls:
     def create_task(
         self, coro: Coroutine[Any, Any, _T], **kwargs: Any
     ) -> asyncio.Task[_T]: ...
+    def is_running(self) -> bool: ...
 
 def _fail_receive_allocations(count: int) -> None:
     """Makes the next `count` allocations of received data fail as though memory
