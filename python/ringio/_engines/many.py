@@ -26,6 +26,7 @@ Semantics (the same as ``depth`` tasks calling ``pread``):
 from __future__ import annotations
 
 import asyncio
+import mmap
 import operator
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -101,11 +102,12 @@ def reads_in_place(
 
 def lane_buffer(n: int, align: tuple[int, int] | None) -> Any:
     """A lane's buffer: `n` bytes, or for O_DIRECT (`align` = offset alignment,
-    memory alignment) the whole blocks any read of `n` bytes can span."""
+    memory alignment) the whole blocks any read of `n` bytes can span, starting on a
+    page as every bounce buffer does (``ringio._io.base.BOUNCE_ALIGN``)."""
     if align is None:
         return bytearray(n)
     a = align[0]
-    return _core.AlignedBuffer(-(-n // a) * a + a, max(align))
+    return _core.AlignedBuffer(-(-n // a) * a + a, max(*align, mmap.PAGESIZE))
 
 
 def read_span(offset: int, n: int, a: int) -> tuple[int, int, int]:

@@ -565,7 +565,7 @@ class AsyncBufferedFile(_BinaryFile):
             # No lock: the aligned bounce buffer is this read's own.
             a = raw._off_align
             start = offset - offset % a
-            bounce = AlignedBuffer(-(-(offset + n) // a) * a - start, raw._dio_align)
+            bounce = AlignedBuffer(-(-(offset + n) // a) * a - start, raw._bounce_align)
             got = await raw._eng.pread(raw._fd, bounce, start, raw._hint)
             skip = offset - start
             got = max(0, min(got - skip, n))

@@ -22,7 +22,7 @@ class DirectIO:
     async def _direct_read(self, n: int) -> bytes:
         pos = await self._raw_pos()
         start, end = self._aligned_span(pos, n)
-        bounce = AlignedBuffer(end - start, self._dio_align)
+        bounce = AlignedBuffer(end - start, self._bounce_align)
         got = await self._eng.pread(self._fd, bounce, start, self._hint)
         got = max(0, min(got - (pos - start), n))
         self._pos = pos + got
@@ -39,7 +39,7 @@ class DirectIO:
         pos = await self._raw_pos()
         size = (await self._eng.fstat(self._fd)).st_size
         start, end = self._aligned_span(pos, n)
-        bounce = AlignedBuffer(end - start, self._dio_align)
+        bounce = AlignedBuffer(end - start, self._bounce_align)
         bm = memoryview(bounce)
         a = self._off_align
         if pos != start and start < size:

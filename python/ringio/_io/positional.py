@@ -61,7 +61,7 @@ class PositionalIO:
             and not self._eng.closed
         ):
             return self._eng.start_direct_read(
-                self._fd, n, offset, self._hint, self._off_align, self._dio_align
+                self._fd, n, offset, self._hint, self._off_align, self._bounce_align
             )
         return None
 
@@ -81,7 +81,7 @@ class PositionalIO:
             # read_span(offset, n, self._off_align) 0.8k of 40.8k (callgrind).
             a = self._off_align
             start = offset - offset % a
-            bounce = AlignedBuffer(-(-(offset + n) // a) * a - start, self._dio_align)
+            bounce = AlignedBuffer(-(-(offset + n) // a) * a - start, self._bounce_align)
             got = await self._eng.pread(self._fd, bounce, start, self._hint)
             skip = offset - start
             got = max(0, min(got - skip, n))
@@ -200,7 +200,7 @@ class PositionalIO:
         no lock either); else None."""
         mv = memoryview(data).cast("B")
         if offset % self._off_align == 0 and mv.nbytes % self._off_align == 0 and mv:
-            bounce = AlignedBuffer(mv.nbytes, self._dio_align)
+            bounce = AlignedBuffer(mv.nbytes, self._bounce_align)
             memoryview(bounce)[:] = mv
             return bounce
         return None

@@ -22,6 +22,7 @@ from .._core import (
     preadinto_nowait,
 )
 from .base import (
+    BOUNCE_ALIGN,
     CHUNK_MIN,
     DIO_FALLBACK,
     OFF_T_MAX,
@@ -97,7 +98,7 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
             mem, off = align if align else (DIO_FALLBACK, DIO_FALLBACK)
             self._mem_align = max(mem, 1)
             self._off_align = max(off, 1)
-            self._dio_align = max(self._mem_align, self._off_align)
+            self._bounce_align = max(self._mem_align, self._off_align, BOUNCE_ALIGN)
 
     # -- plain properties -------------------------------------------------------------
     def fileno(self) -> int:
