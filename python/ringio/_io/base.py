@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import io
-import mmap
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -51,13 +50,6 @@ READ_AHEAD_MAX = 128 * 1024
 OFF_T_MAX = (1 << 63) - 1
 #: O_DIRECT alignment when statx cannot tell (older kernels, some filesystems).
 DIO_FALLBACK = 4096
-#: The alignment of the bounce buffers O_DIRECT reads and writes go through: at
-#: least a page, whatever smaller alignment the device accepts. A 4 KiB read into a
-#: buffer that crosses a page boundary is two pages to pin and two segments for the
-#: device: on this project's virtio disk 4 KiB reads at depth 32 into buffers 512
-#: bytes past a page ran at 0.81x the page-aligned rate (fio 74k against 91k
-#: reads/s, 2026-11-28).
-BOUNCE_ALIGN = mmap.PAGESIZE
 #: Text decodes and splits chunks of at most this: the lines made from a chunk are
 #: still in the CPU cache when they are handed out (measured: 1 MiB chunks cost
 #: ~40% more per line than 64-256 KiB ones). Below glibc's mmap threshold (128 KiB),

@@ -21,8 +21,8 @@ from .._core import (
     pread_nowait,
     preadinto_nowait,
 )
+from .._engines.many import BOUNCE_ALIGN
 from .base import (
-    BOUNCE_ALIGN,
     CHUNK_MIN,
     DIO_FALLBACK,
     OFF_T_MAX,
