@@ -6,6 +6,7 @@ Python frame of the loop's on ringio's loop."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import gc
 import itertools
@@ -207,6 +208,29 @@ def test_a_replaced_ready_queue_still_gets_the_handles():
         assert len(loop._ready) == 1 and not old
     finally:
         loop._ready.clear()
+        loop.close()
+
+
+def test_a_ready_queue_of_a_deque_subclass_runs_through_its_own_popleft():
+    # The native iteration calls deque.popleft directly on asyncio's own deque; a
+    # subclass (a loop subclass may make one) keeps its method.
+    class Ready(collections.deque):
+        popped = 0
+
+        def popleft(self):
+            type(self).popped += 1
+            return super().popleft()
+
+    loop = ringio.new_event_loop()
+    try:
+        loop._ready = Ready(loop._ready)
+        out = []
+        for i in range(5):
+            loop.call_soon(out.append, i)
+        run_ready(loop)
+        assert out == [0, 1, 2, 3, 4]
+        assert Ready.popped >= 5
+    finally:
         loop.close()
 
 
