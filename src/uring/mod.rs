@@ -423,6 +423,21 @@ impl UringEngine {
         self.setup.defer_taskrun
     }
 
+    /// Whether a reap now would find nothing: the CQ is empty, and the kernel has
+    /// flagged no task work (DEFER_TASKRUN) and no overflowed completions.
+    pub(crate) fn nothing_to_reap(&mut self) -> bool {
+        let Some(ring) = self.ring.as_mut() else {
+            return true;
+        };
+        {
+            let sq = ring.submission();
+            if sq.taskrun() || sq.cq_overflow() {
+                return false;
+            }
+        }
+        ring.completion().is_empty()
+    }
+
     /// SQEs pushed but not yet handed to the kernel.
     pub(crate) fn sq_pending(&mut self) -> u32 {
         self.ring
