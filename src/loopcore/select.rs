@@ -51,13 +51,14 @@ impl LoopCore {
                     return Err(PyRuntimeError::new_err("the loop core is closed"));
                 }
                 Self::bind(&mut inner, ring);
-                let block = want_block
-                    && inner.backlog.is_empty()
+                // Deliveries already waiting: this step hands them out (or, deferring,
+                // keeps them for the handle queued behind the ready ones).
+                let waiting = !(inner.backlog.is_empty()
                     && inner.pending.is_empty()
                     && inner.resumed.is_empty()
-                    && inner.deferred.is_empty()
-                    && inner.deferred_resumed.is_empty()
-                    && inner.ready_large.is_empty();
+                    && inner.ready_large.is_empty());
+                let deferred = !(inner.deferred.is_empty() && inner.deferred_resumed.is_empty());
+                let block = want_block && !waiting && !deferred;
                 let mut driver = pydriver.driver();
                 driver.check_open()?;
                 driver.check_caller(py)?;
@@ -78,11 +79,8 @@ impl LoopCore {
                 if skip_enter
                     && flush_err.is_none()
                     && ops.is_empty()
-                    && inner.backlog.is_empty()
-                    && inner.pending.is_empty()
-                    && inner.resumed.is_empty()
-                    && inner.ready_large.is_empty()
-                    && (defer || (inner.deferred.is_empty() && inner.deferred_resumed.is_empty()))
+                    && !waiting
+                    && (defer || !deferred)
                     && !driver.engine.has_backlog()
                     && driver.engine.nothing_to_reap()
                 {

@@ -340,11 +340,7 @@ impl UringEngine {
         entered: bool,
     ) -> io::Result<()> {
         if self.setup.defer_taskrun {
-            let pending = {
-                let sq = self.ring_mut()?.submission();
-                sq.taskrun() || sq.cq_overflow()
-            };
-            if !entered || pending {
+            if !entered || kernel_flagged(self.ring_mut()?) {
                 self.run_deferred()?;
             }
         } else if self.ring_mut()?.submission().cq_overflow() {
@@ -429,13 +425,7 @@ impl UringEngine {
         let Some(ring) = self.ring.as_mut() else {
             return true;
         };
-        {
-            let sq = ring.submission();
-            if sq.taskrun() || sq.cq_overflow() {
-                return false;
-            }
-        }
-        ring.completion().is_empty()
+        !kernel_flagged(ring) && ring.completion().is_empty()
     }
 
     /// SQEs pushed but not yet handed to the kernel.
@@ -578,6 +568,13 @@ impl UringEngine {
             .route(ring.completion().map(Completion::from), &mut sinks);
         out.len() - before
     }
+}
+
+/// Whether the kernel flagged task work (DEFER_TASKRUN: completions wait until this
+/// thread enters) or completions the CQ had no room for.
+fn kernel_flagged(ring: &mut IoUring) -> bool {
+    let sq = ring.submission();
+    sq.taskrun() || sq.cq_overflow()
 }
 
 /// A completion in the form the engines hand out (`flags` in `res2`).
