@@ -1,10 +1,12 @@
 //! The loop's hottest methods as native calls: `call_soon`, `call_later`,
-//! `call_at`, `create_task` and `is_running` of one `ringio.EventLoop`.
+//! `call_at`, `create_task`, `is_running` and `get_debug` of one
+//! `ringio.EventLoop`.
 //!
 //! asyncio's C tasks and futures call back into the loop for every task step
-//! (`call_soon`) and, for a task started eagerly (3.12+), to ask whether it runs
-//! (`is_running`); servers arm a timer per request (`call_later`) and start a
-//! task per request (`create_task`). Each of these is a Python method of asyncio's loop
+//! (`call_soon`), for every future and task they make (`get_debug`) and, for a
+//! task started eagerly (3.12+), to ask whether it runs (`is_running`); servers
+//! arm a timer per request (`call_later`) and start a task per request
+//! (`create_task`). Each of these is a Python method of asyncio's loop
 //! (uvloop's are C). Here each makes the objects asyncio's makes (an
 //! `asyncio.Handle`, a `TimerHandle` pushed on `loop._scheduled` as `heapq` pushes
 //! it, an `asyncio.Task`) without a Python frame. The loop installs the bound
@@ -300,6 +302,17 @@ impl LoopCalls {
                 .to_owned()
                 .into_any()),
             None => self.fallback(py, intern!(py, "is_running"), &[], None, None),
+        }
+    }
+
+    /// asyncio's `loop.get_debug()`: `loop._debug`. A C caller (asyncio's futures
+    /// and tasks, once per object made) runs it without the frame the Python method
+    /// needs; a Python caller finds it no faster (measured 2026-11-28: 21.6 against
+    /// 19.1 ns from timeit, `create_future` 146 → 132 ns).
+    fn get_debug<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.loop_dict.bind(py).get_item(intern!(py, "_debug"))? {
+            Some(debug) => Ok(debug),
+            None => self.fallback(py, intern!(py, "get_debug"), &[], None, None),
         }
     }
 }

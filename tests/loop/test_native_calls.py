@@ -1,4 +1,5 @@
-"""``call_soon``, ``call_later``, ``call_at``, ``create_task`` and ``is_running`` as native calls
+"""``call_soon``, ``call_later``, ``call_at``, ``create_task``, ``is_running`` and
+``get_debug`` as native calls
 (``ringio._core.loop.LoopCalls``): the same handles, timers and tasks asyncio's loop
 makes, in the same order, with the same errors and debug-mode tracebacks, and no
 Python frame of the loop's on ringio's loop."""
@@ -131,6 +132,7 @@ PYTHON_METHODS = {
     EventLoop.call_at.__code__,
     asyncio.BaseEventLoop.create_task.__code__,
     asyncio.BaseEventLoop.is_running.__code__,
+    asyncio.BaseEventLoop.get_debug.__code__,
 }
 
 
@@ -505,6 +507,27 @@ def test_is_running_as_asyncio(make_loop):
     assert seen == expected
 
 
+def test_get_debug_as_asyncio(make_loop):
+    loop = make_loop()
+    seen = [loop.get_debug()]
+    # asyncio's C futures and tasks ask the loop's get_debug() whether to record
+    # where they were made.
+    seen.append(loop.create_future()._source_traceback)
+    loop.set_debug(True)
+    seen.append(loop.get_debug())
+    seen.append(bool(loop.create_future()._source_traceback))
+
+    async def main():
+        loop.set_debug(False)
+        return loop.get_debug(), loop.create_future()._source_traceback
+
+    seen.append(loop.run_until_complete(main()))
+    loop.set_debug(True)
+    loop.close()
+    seen.append(loop.get_debug())
+    assert seen == [False, None, True, True, (False, None), True]
+
+
 @pytest.mark.skipif(sys.version_info < (3, 14), reason="create_task(**kwargs) is 3.14+")
 def test_create_task_passes_any_task_keyword_as_asyncio(make_loop):
     loop = make_loop()
@@ -533,7 +556,8 @@ def test_create_task_passes_any_task_keyword_as_asyncio(make_loop):
 
 
 def test_servers_per_request_calls_are_native():
-    # What a server does per request: a task, a keep-alive timer re-armed.
+    # What a server does per request: a task, a keep-alive timer re-armed (and each
+    # future and task asks the loop's get_debug()).
     loop = ringio.new_event_loop()
 
     async def request():

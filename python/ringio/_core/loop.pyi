@@ -87,8 +87,8 @@ class TransportWriter:
 
 @final
 class LoopCalls:
-    """``call_soon``, ``call_later``, ``call_at``, ``create_task`` and ``is_running``
-    of one ringio.EventLoop as native calls (installed as the loop's instance
+    """``call_soon``, ``call_later``, ``call_at``, ``create_task``, ``is_running``
+    and ``get_debug`` of one ringio.EventLoop as native calls (installed as the loop's instance
     attributes), falling back to `loop_class`'s Python methods outside the common
     case."""
 
@@ -108,6 +108,7 @@ class LoopCalls:
         self, coro: Coroutine[Any, Any, _T], **kwargs: Any
     ) -> asyncio.Task[_T]: ...
     def is_running(self) -> bool: ...
+    def get_debug(self) -> bool: ...
 
 def _fail_receive_allocations(count: int) -> None:
     """Makes the next `count` allocations of received data fail as though memory

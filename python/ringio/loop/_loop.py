@@ -66,7 +66,14 @@ _copy_context = contextvars.copy_context
 _RING_TRANSPORT = os.environ.get("RINGIO_LOOP_TRANSPORT", "ring") != "selector"
 _STREAM_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX)
 _report_callback_error = _compat.report_callback_error
-_NATIVE_CALLS = ("call_soon", "call_later", "call_at", "create_task", "is_running")
+_NATIVE_CALLS = (
+    "call_soon",
+    "call_later",
+    "call_at",
+    "create_task",
+    "is_running",
+    "get_debug",
+)
 
 __all__ = ["EventLoop", "install", "new_event_loop", "run"]
 
@@ -108,12 +115,12 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     # ------------------------------------------------------------ scheduling
 
     def _install_native_calls(self) -> None:
-        # call_soon, call_later, call_at, create_task and is_running as native calls
-        # (``_LoopCalls``): instance attributes, which asyncio's C tasks and futures
-        # and everyone else find before the class's methods. Each is left out where
-        # the loop's class has another method of that name (a subclass's own, or one
-        # patched on the class), and call_later also where the class has its own
-        # time(); close() removes them.
+        # call_soon, call_later, call_at, create_task, is_running and get_debug as
+        # native calls (``_LoopCalls``): instance attributes, which asyncio's C
+        # tasks and futures and everyone else find before the class's methods.
+        # Each is left out where the loop's class has another method of that name
+        # (a subclass's own, or one patched on the class), and call_later also
+        # where the class has its own time(); close() removes them.
         if not _LoopCalls.available():
             return
         cls = type(self)
