@@ -105,6 +105,35 @@ def test_a_callback_that_raises_goes_to_the_exception_handler(make_loop):
     assert type(seen[0]["handle"]) is asyncio.Handle
 
 
+class Truth:
+    """A flag whose truth is Python code, which also replaces the attribute it is
+    read from (dropping the dict's reference to this object while it is judged)."""
+
+    def __init__(self, loop, value: bool) -> None:
+        self.loop, self.value = loop, value
+
+    def __bool__(self) -> bool:
+        self.loop.__dict__["_debug"] = self.value
+        return self.value
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_a_debug_flag_of_any_type_is_judged_by_its_truth(make_loop, value):
+    # asyncio's call_soon tests `if self._debug`: any object's truth, as here.
+    loop = make_loop()
+    # The loop's dict holds the only reference to the flag, which judging it drops.
+    loop.__dict__["_debug"] = Truth(loop, value)
+    h = loop.call_soon(print)
+    assert loop.__dict__["_debug"] is value  # judged, and so replaced
+    assert (h._source_traceback is not None) is value
+    h.cancel()
+    loop._debug = 1
+    assert loop.call_soon(print)._source_traceback is not None
+    loop._debug = 0
+    assert loop.call_soon(print)._source_traceback is None
+    loop._debug = False
+
+
 def test_closed_loop_raises_runtimeerror(make_loop):
     loop = make_loop()
     loop.close()
