@@ -88,9 +88,9 @@ class TransportWriter:
 @final
 class LoopCalls:
     """``call_soon``, ``call_later``, ``call_at``, ``create_task``, ``is_running``
-    and ``get_debug`` of one ringio.EventLoop as native calls (installed as the loop's instance
-    attributes), falling back to `loop_class`'s Python methods outside the common
-    case."""
+    and ``get_debug`` of one ringio.EventLoop as native calls (installed as the
+    loop's instance attributes), falling back to `loop_class`'s Python methods
+    outside the common case."""
 
     def __init__(self, event_loop: Any, loop_class: type) -> None: ...
     @staticmethod
