@@ -13,6 +13,7 @@ pub mod conn;
 pub mod engine;
 pub mod errors;
 pub mod fastpath;
+pub mod inline_read;
 pub mod lines;
 pub mod loopcore;
 pub mod net;
@@ -132,6 +133,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     op::fs::register(m)?;
     lines::register(m)?;
     ready::register(m)?;
+    inline_read::register(m)?;
     started::register(m)?;
     add_submodule(m, "uring", fill_uring)?;
     add_submodule(m, "aio", fill_aio)?;

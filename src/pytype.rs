@@ -39,11 +39,23 @@ pub fn gc_heap_type<'py>(
     basicsize: usize,
     slots: &mut [ffi::PyType_Slot],
 ) -> PyResult<Bound<'py, PyType>> {
+    gc_heap_type_with_flags(py, name, basicsize, 0, slots)
+}
+
+/// `gc_heap_type` with `flags` beside the default ones (a method descriptor's
+/// `Py_TPFLAGS_METHOD_DESCRIPTOR`, `Py_TPFLAGS_HAVE_VECTORCALL`).
+pub fn gc_heap_type_with_flags<'py>(
+    py: Python<'py>,
+    name: &'static CStr,
+    basicsize: usize,
+    flags: std::ffi::c_ulong,
+    slots: &mut [ffi::PyType_Slot],
+) -> PyResult<Bound<'py, PyType>> {
     let mut spec = ffi::PyType_Spec {
         name: name.as_ptr(),
         basicsize: basicsize as c_int,
         itemsize: 0,
-        flags: (ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_HAVE_GC) as _,
+        flags: (ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_HAVE_GC | flags) as _,
         slots: slots.as_mut_ptr(),
     };
     // SAFETY: the spec and slots are valid for the call (the caller's contract for

@@ -6,7 +6,7 @@ Each engine and client of a ring has its submodule: ``uring``, ``aio``, ``loop``
 
 import asyncio
 import os
-from collections.abc import Awaitable, Coroutine, Generator, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
 from typing import Any, Literal, TypeVar, final
 
 from typing_extensions import Buffer
@@ -251,6 +251,41 @@ def preadinto_ready(
 ) -> Ready[int] | None:
     """``preadinto_nowait``'s count as a ``Ready``, or None where the bytes are not
     all cached."""
+
+@final
+class ReadGate:
+    """Whether a file (or engine) lets ``InlineRead`` serve reads natively now, and
+    the fd and memory-filesystem flag such a read uses. It passes when it and every
+    gate above it (``parent``) are open."""
+
+    open: bool
+    def __init__(
+        self, fd: int = -1, memory: bool = False, parent: ReadGate | None = None, *,
+        open: bool = False,
+    ) -> None: ...
+    @property
+    def fd(self) -> int: ...
+    @property
+    def memory(self) -> bool: ...
+    @property
+    def parent(self) -> ReadGate | None: ...
+    @property
+    def passes(self) -> bool: ...
+
+@final
+class InlineRead:
+    """A file method (a class attribute, bound as a function is) whose cached reads
+    are one native call: ``(file, target, offset)`` is read inline through
+    ``file._gate`` when it passes, handed to ``queued`` when the page cache lacks
+    the data, and to ``full`` (the Python method) otherwise. ``kind``: ``"pread"``
+    (target is a size) or ``"preadinto"`` (a writable buffer)."""
+
+    __wrapped__: Callable[..., Any]
+    def __init__(
+        self, full: Callable[..., Any], queued: Callable[..., Any], kind: str, /
+    ) -> None: ...
+    def __get__(self, obj: object, owner: type | None = None) -> Callable[..., Any]: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 def open_path_cached(
     path: str | bytes | os.PathLike[str] | os.PathLike[bytes],

@@ -175,6 +175,9 @@ class FileEngine(abc.ABC):
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self.closed = False
+        # Open while the engine is: the files' gates (``_core.ReadGate``) hang from
+        # it, so closing the engine stops their native inline reads at once.
+        self.gate = _core.ReadGate(open=True)
         # The thread that made the engine: the only one that may close it (see
         # ringio._engines.get).
         self.owner = threading.get_ident()
@@ -472,6 +475,7 @@ class FileEngine(abc.ABC):
     def close_engine(self) -> None:
         """Stops the engine; operations in the kernel finish first."""
         self.closed = True
+        self.gate.open = False
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
 

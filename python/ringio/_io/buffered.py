@@ -21,7 +21,9 @@ from typing import Any
 from .._core import (
     LINES_BYTES,
     AlignedBuffer,
+    InlineRead,
     LineCursor,
+    ReadGate,
     copy_whole_into,
     pread_nowait,
     pread_ready,
@@ -65,6 +67,11 @@ class AsyncBufferedFile(_BinaryFile):
         self._cursor: LineCursor | None = None
         # Written data not yet written to the raw file, whose position is at its start.
         self._wbuf = bytearray()
+        # Open while the write buffer is empty (a pread writes it out first); it
+        # hangs from the raw file's gate, which says the rest (see
+        # ``AsyncFileIO._gate``).
+        gate = raw._gate
+        self._gate = ReadGate(gate.fd, gate.memory, gate, open=True)
         self._fill = buffer_size  # grows while reads stay sequential
         # Where the last read from the file ended (a fill, or a read straight to the
         # caller): a read from there is sequential.
@@ -153,6 +160,7 @@ class AsyncBufferedFile(_BinaryFile):
                 n = await raw._raw_write(wbuf)
             except (asyncio.CancelledError, ValueError):
                 self._wbuf = bytearray(wbuf)
+                self._gate.open = False
                 pending = raw._pending
                 if pending is not None:
 
@@ -160,7 +168,7 @@ class AsyncBufferedFile(_BinaryFile):
                         pending(k)
                         del self._wbuf[:k]
 
-                    raw._pending = applied
+                    raw._set_pending(applied)
                 raise
             if n == 0:
                 raise OSError(errno.EIO, "write returned 0 bytes")
@@ -461,6 +469,8 @@ class AsyncBufferedFile(_BinaryFile):
             and self.raw._pending is None
             and not self._lock.locked()
         ):
+            if not wbuf:
+                self._gate.open = False  # a pread must now write the buffer out first
             wbuf += mv  # the common case: no I/O, no lock
             return n
         async with self._lock:
@@ -471,6 +481,7 @@ class AsyncBufferedFile(_BinaryFile):
                 # bytes cannot change under us; anything else is copied first.
                 await self.raw._write_all(data if isinstance(data, bytes) else mv.tobytes())
             else:
+                self._gate.open = False
                 self._wbuf += mv
         return n
 
@@ -525,19 +536,15 @@ class AsyncBufferedFile(_BinaryFile):
             async with self._lock:
                 await self._flush_locked()
 
-    @markcoroutinefunction
     def pread(self, n: int, offset: int) -> Coroutine[Any, Any, bytes]:
         """Reads up to `n` bytes at `offset`, leaving the position alone; served at
         once where the page cache holds them (see the raw file's ``pread``)."""
+        # The native method (``InlineRead``, below) serves cached reads itself and
+        # calls this where the file's gate, or the raw file's, is shut.
         raw = self.raw
-        if (
-            raw._inline_reads
-            and not self._wbuf
-            and raw._pending is None
-            and raw._hint.read
-            and not raw._closed
-            and not raw._eng.closed
-        ):
+        written = not self._wbuf
+        self._gate.open = written
+        if raw._inline_read_clear() and written:
             try:
                 ready = pread_ready(raw._fd, n, offset, raw._hint.memory)
             except Exception:  # the engine's path below says what is wrong
@@ -572,14 +579,25 @@ class AsyncBufferedFile(_BinaryFile):
             return bytes(memoryview(bounce)[skip : skip + got])
         return await raw._eng.pread_bytes(raw._fd, n, offset, raw._hint)
 
-    @markcoroutinefunction
+    pread = markcoroutinefunction(InlineRead(pread, _pread, "pread"))  # type: ignore[assignment]
+
     def preadinto(self, buffer: Any, offset: int) -> Coroutine[Any, Any, int]:
         """``AsyncFileIO.preadinto`` (straight into an aligned buffer on O_DIRECT, at
         once where the page cache holds the bytes), after the write buffer is
         written out."""
-        if not self._wbuf:
+        written = not self._wbuf
+        self._gate.open = written
+        if written:
             return self.raw.preadinto(buffer, offset)
         return self._preadinto_flushed(buffer, offset)
+
+    def _preadinto_queued(self, buffer: Any, offset: int) -> Coroutine[Any, Any, int]:
+        """The raw file's read through its queue: the data is not cached."""
+        return self.raw._preadinto(buffer, offset)
+
+    preadinto = markcoroutinefunction(  # type: ignore[assignment]
+        InlineRead(preadinto, _preadinto_queued, "preadinto")
+    )
 
     async def _preadinto_flushed(self, buffer: Any, offset: int) -> int:
         self._check_readable()

@@ -11,7 +11,7 @@ import operator
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
-from .._core import AlignedBuffer, pread_ready, preadinto_ready
+from .._core import AlignedBuffer, InlineRead, pread_ready, preadinto_ready
 from .base import _scatter, markcoroutinefunction
 
 
@@ -21,20 +21,15 @@ class PositionalIO:
 
     _inline_reads: bool
 
-    @markcoroutinefunction
     def pread(self, n: int, offset: int) -> Coroutine[Any, Any, bytes]:
         """Reads up to `n` bytes at `offset`, leaving the position alone.
 
         Where the page cache holds the bytes, they are read at once (the returned
         awaitable is already complete: no coroutine, no Future); else the read
         goes through the engine's queue when awaited."""
-        if (
-            self._inline_reads
-            and self._pending is None
-            and self._hint.read
-            and not self._closed
-            and not self._eng.closed
-        ):
+        # The native method (``InlineRead``, below) serves cached reads itself and
+        # calls this where the file's gate is shut.
+        if self._inline_read_clear():
             try:
                 ready = pread_ready(self._fd, n, offset, self._hint.memory)
             except Exception:
@@ -88,7 +83,8 @@ class PositionalIO:
             return bytes(memoryview(bounce)[skip : skip + got])
         return await self._eng.pread_bytes(self._fd, n, offset, self._hint)
 
-    @markcoroutinefunction
+    pread = markcoroutinefunction(InlineRead(pread, _pread, "pread"))  # type: ignore[assignment]
+
     def preadinto(self, buffer: Any, offset: int) -> Coroutine[Any, Any, int]:
         """Reads into `buffer` at `offset` (one read, as ``os.preadv(fd, [buffer],
         offset)``: fewer bytes only where the file ends), leaving the position alone;
@@ -115,7 +111,7 @@ class PositionalIO:
                 if self._in_place(buffer, offset):
                     # The engine's own coroutine: no frame of this file's per read.
                     return self._eng.pread(self._fd, buffer, offset, self._hint)
-            elif self._inline_reads and self._hint.read:
+            elif self._inline_read_clear():
                 try:
                     ready = preadinto_ready(self._fd, buffer, offset, self._hint.memory)
                 except Exception:
@@ -143,6 +139,11 @@ class PositionalIO:
             view[: len(data)] = data
             return len(data)
         return await self._eng.pread(self._fd, view, offset, self._hint)
+
+
+    preadinto = markcoroutinefunction(  # type: ignore[assignment]
+        InlineRead(preadinto, _preadinto, "preadinto")
+    )
 
     async def pread_many(self, n: int, offsets: Iterable[int], *, depth: int = 32) -> list[bytes]:
         """Reads up to `n` bytes at each of `offsets`, keeping up to `depth` reads in
@@ -282,7 +283,7 @@ class PositionalIO:
             n = await self._eng.pwritev(self._fd, bufs, pos, outcome=oc)
         except asyncio.CancelledError:
             if oc.armed:
-                self._pending = advance
+                self._set_pending(advance)
             raise
         advance(n)
         return n

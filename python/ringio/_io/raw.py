@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import _engines
 from .._core import (
+    ReadGate,
     dio_alignment,
     pread_nowait,
     preadinto_nowait,
@@ -69,6 +70,13 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
         # Whether cached reads may be served inline, without a coroutine (the
         # engine's hint, ``_hint.read``, may still turn them off at run time).
         self._inline_reads = readable and not direct and engine.inline_reads
+        # ``pread``/``preadinto`` read through this gate natively while it is open:
+        # whatever stops a read from being served inline (a cancelled op's result
+        # due, close, a refused RWF_NOWAIT) shuts it; the Python methods open it
+        # again (``_inline_read_clear``). See src/inline_read.rs.
+        self._gate = ReadGate(
+            fd, memory, engine.gate, open=self._inline_reads and seekable
+        )
         self._outcome = _engines.Outcome()
         # A cancelled op still in the kernel: called with its real result before
         # the next op (see _settle).
@@ -216,6 +224,26 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
 
         return keep
 
+    def _set_pending(self, pending: Any) -> None:
+        """A cancelled op is still in the kernel: `pending` applies its result
+        before the next op (see _settle), and no read is served inline before."""
+        self._pending = pending
+        self._gate.open = False
+
+    def _inline_read_clear(self) -> bool:
+        """Whether a positioned read may be served from the page cache now: nothing
+        is due before it. Mirrored into the file's gate, which the native
+        ``pread``/``preadinto`` read."""
+        clear = (
+            self._inline_reads
+            and self._seekable
+            and self._pending is None
+            and self._hint.read
+            and not self._closed
+        )
+        self._gate.open = clear
+        return clear and not self._eng.closed
+
     async def _stream(self, op: Any, buf: Any, on_cancelled: Any) -> int:
         oc = self._outcome
         oc.reset()
@@ -224,7 +252,7 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
             return await op(self._fd, buf, outcome=oc)
         except asyncio.CancelledError:
             if oc.armed:
-                self._pending = on_cancelled
+                self._set_pending(on_cancelled)
             if task is not None and self._interrupted is task:
                 # close() cancelled us to end the op: the caller sees the file
                 # closed, unless its task was also cancelled by someone else.
@@ -253,7 +281,7 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
             n = await self._eng.pwrite(self._fd, data, pos, self._hint, outcome=oc)
         except asyncio.CancelledError:
             if oc.armed:
-                self._pending = advance
+                self._set_pending(advance)
             raise
         advance(n)
         return n
@@ -542,6 +570,7 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
                 await asyncio.shield(self._closer)
             return
         self._closed = True
+        self._gate.open = False
         self._lock.closing = True
         task = self._stream_task
         if task is not None and task is not asyncio.current_task():
@@ -590,6 +619,7 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
         """Closes at collection: no op of ours can be in flight (an awaiting task
         would hold the object)."""
         self._closed = True
+        self._gate.open = False
         if self._closefd:
             try:
                 os.close(self._fd)

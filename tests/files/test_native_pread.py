@@ -1,0 +1,262 @@
+"""``pread`` and ``preadinto`` of cached data as one native call (``InlineRead``):
+no Python frame runs for a read the page cache serves. What a user sees of that:
+the same bytes, counts and errors as the files' Python methods give (the oracle
+here: ``type(f).pread.__wrapped__``), and every state that must stop a read from
+being served at once (a write buffer not yet written out, a cancelled op still in
+the kernel, close, a closed engine, an fd closed behind the file's back) stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import random
+import sys
+from collections.abc import Callable
+
+import pytest
+
+import ringio
+from ringio._core import Ready
+
+PAYLOAD = random.Random(11).randbytes(200_000)
+
+
+@pytest.fixture
+def path(cached_file):
+    return cached_file(PAYLOAD)
+
+
+def python_frames(call: Callable[..., object], *args: object) -> tuple[object, list[str]]:
+    """What `call(*args)` returns, and the Python functions that ran in it."""
+    ran: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        result = call(*args)
+    finally:
+        sys.setprofile(None)
+    return result, ran
+
+
+async def outcome(call: Callable[[], object]) -> tuple[str, object]:
+    """The result of calling and awaiting, or the error's type and message."""
+    try:
+        got = call()
+        if inspect.isawaitable(got):
+            got = await got
+        return ("ok", got)
+    except Exception as e:  # noqa: BLE001 - the error is what is compared
+        return (type(e).__name__, str(e))
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_a_cached_read_runs_no_python_code(engine, path, buffering):
+    async with ringio.open(path, "rb", buffering=buffering) as f:
+        buf = bytearray(100)
+        for _ in range(2):  # the first read, and one after it
+            pread, ran_pread = python_frames(f.pread, 50, 1000)
+            into, ran_into = python_frames(f.preadinto, buf, 2000)
+            if not engine.inline_reads:  # the thread engine: its Python method
+                assert "pread" in ran_pread and "preadinto" in ran_into
+                assert await pread == PAYLOAD[1000:1050]
+                assert await into == 100 and buf == PAYLOAD[2000:2100]
+                continue
+            assert ran_pread == [] and ran_into == []
+            assert type(pread) is Ready and type(into) is Ready
+            assert await pread == PAYLOAD[1000:1050]
+            assert await into == 100 and buf == PAYLOAD[2000:2100]
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (10, 5),
+        (0, 0),
+        (10, len(PAYLOAD) - 3),  # short at the end of the file
+        (10, len(PAYLOAD) + 5),  # past it
+        (-1, 0),
+        (10, -1),
+        (10.0, 0),
+        ("10", 0),
+        (10, 2.0),
+        (True, 4),  # an int subclass, as the Python method takes it
+        (2**70, 0),
+        (10, 2**70),
+    ],
+)
+async def test_a_pread_returns_and_raises_as_the_python_method(engine, path, buffering, args):
+    async with ringio.open(path, "rb", buffering=buffering) as f:
+        full = type(f).pread.__wrapped__
+        native = await outcome(lambda: f.pread(*args))
+        python = await outcome(lambda: full(f, *args))
+        assert native == python
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+@pytest.mark.parametrize(
+    "make_buffer, offset",
+    [
+        (lambda: bytearray(10), 5),
+        (lambda: bytearray(0), 5),
+        (lambda: bytearray(10), len(PAYLOAD) - 3),
+        (lambda: memoryview(bytearray(20))[::2], 0),  # not contiguous
+        (lambda: b"read-only!", 0),
+        (lambda: bytearray(10), -1),
+        (lambda: bytearray(10), 1.5),
+        (lambda: 7, 0),
+    ],
+)
+async def test_a_preadinto_returns_and_raises_as_the_python_method(
+    engine, path, buffering, make_buffer, offset
+):
+    async with ringio.open(path, "rb", buffering=buffering) as f:
+        full = type(f).preadinto.__wrapped__
+        a, b = make_buffer(), make_buffer()
+        native = await outcome(lambda: f.preadinto(a, offset))
+        python = await outcome(lambda: full(f, b, offset))
+        assert native == python
+        if isinstance(a, bytearray):
+            assert a == b
+
+
+async def test_keyword_arguments_take_the_python_method(engine, path):
+    async with ringio.open(path, "rb") as f:
+        got, ran = python_frames(lambda: f.pread(n=10, offset=3))
+        assert "pread" in ran
+        assert await got == PAYLOAD[3:13]
+        buf = bytearray(4)
+        assert await f.preadinto(buffer=buf, offset=8) == 4 and buf == PAYLOAD[8:12]
+
+
+async def test_a_write_not_yet_written_out_stops_native_reads_until_it_is(engine, path):
+    async with ringio.open(path, "r+b") as f:
+        assert await f.pread(4, 0) == PAYLOAD[:4]  # served natively: the gate is open
+        await f.write(b"NEW!")
+        got, ran = python_frames(f.pread, 6, 0)
+        if engine.inline_reads:
+            assert "pread" in ran  # the Python method writes the buffer out first
+        assert await got == b"NEW!" + PAYLOAD[4:6]
+        await f.write(b"MORE")
+        buf = bytearray(10)
+        assert await f.preadinto(buf, 2) == 10
+        assert buf == b"W!MORE" + PAYLOAD[8:12]
+        assert await f.pread(2, 8) == PAYLOAD[8:10]
+        got, ran = python_frames(f.pread, 2, 8)
+        assert ran == [] or not engine.inline_reads  # written out: native again
+        assert await got == PAYLOAD[8:10]
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_a_closed_file_refuses_reads_as_the_python_method(engine, path, buffering):
+    f = await ringio.open(path, "rb", buffering=buffering)
+    assert await f.pread(3, 0) == PAYLOAD[:3]
+    await f.close()
+    for method in ("pread", "preadinto"):
+        target = 3 if method == "pread" else bytearray(3)
+        native = await outcome(lambda: getattr(f, method)(target, 0))
+        python = await outcome(lambda: getattr(type(f), method).__wrapped__(f, target, 0))
+        assert native == python
+        assert native[0] == "ValueError", native
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_a_closed_engine_stops_native_reads(engine, path, buffering):
+    f = await ringio.open(path, "rb", buffering=buffering)
+    try:
+        assert await f.pread(3, 0) == PAYLOAD[:3]
+        engine.close_engine()
+        for method in ("pread", "preadinto"):
+            target = 3 if method == "pread" else bytearray(3)
+            got, ran = python_frames(getattr(f, method), target, 0)
+            native = await outcome(lambda: got)
+            python = await outcome(lambda: getattr(type(f), method).__wrapped__(f, target, 0))
+            assert native == python
+            if engine.inline_reads:
+                assert method in ran
+    finally:
+        getattr(f, "raw", f)._close_now()
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_an_fd_closed_behind_the_files_back_raises_ebadf(engine, path, buffering):
+    f = await ringio.open(path, "rb", buffering=buffering)
+    assert await f.pread(3, 0) == PAYLOAD[:3]
+    os.close(f.fileno())
+    with pytest.raises(OSError) as e:
+        await f.pread(3, 0)
+    assert e.value.errno == 9  # EBADF
+    with pytest.raises(OSError) as e:
+        await f.preadinto(bytearray(3), 0)
+    assert e.value.errno == 9
+    raw = getattr(f, "raw", f)
+    raw._closed = True  # nothing left to close
+    raw._gate.open = False
+
+
+async def test_random_ops_with_cancellations_never_leave_the_gate_open_wrongly(engine, path):
+    """After every step, an open gate means a read may be served at once: no write
+    buffered, no cancelled op's result due, the file and its engine open; and every
+    pread returns what the file holds once the buffer is written out."""
+    rng = random.Random(5)
+    model = bytearray(PAYLOAD)
+    async with ringio.open(path, "r+b", buffering=8192) as f:
+        raw = f.raw
+
+        def check_gate() -> None:
+            if f._gate.passes:
+                assert not f._wbuf
+            if raw._gate.passes:
+                assert raw._pending is None and raw._hint.read
+                assert not raw._closed and not raw._eng.closed
+
+        for step in range(400):
+            op = rng.choice(["pread", "preadinto", "write", "cancelled write", "flush", "seek"])
+            off = rng.randrange(len(PAYLOAD) - 100)
+            if op == "pread":
+                await f.flush()
+                expect = await f.pread(40, off)
+                with open(path, "rb") as ref:
+                    ref.seek(off)
+                    assert expect == ref.read(40), step
+            elif op == "preadinto":
+                buf = bytearray(40)
+                n = await f.preadinto(buf, off)
+                await f.flush()
+                with open(path, "rb") as ref:
+                    ref.seek(off)
+                    assert bytes(buf[:n]) == ref.read(n), step
+            elif op == "write":
+                await f.write(rng.randbytes(rng.choice([1, 100, 5000, 20_000])))
+            elif op == "cancelled write":
+                task = asyncio.ensure_future(f.write(rng.randbytes(rng.choice([10, 50_000]))))
+                for _ in range(rng.randrange(3)):
+                    await asyncio.sleep(0)
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+            elif op == "flush":
+                await f.flush()
+            else:
+                await f.seek(off)
+            check_gate()
+        del model
+
+
+def test_the_native_methods_carry_the_python_methods_name_and_doc():
+    for cls in (ringio.AsyncFileIO, ringio.AsyncBufferedFile):
+        for name in ("pread", "preadinto"):
+            method = getattr(cls, name)
+            assert method.__name__ == name
+            assert method.__doc__ and method.__doc__ == method.__wrapped__.__doc__
+            params = list(inspect.signature(method).parameters)
+            assert params[0] == "self" and len(params) == 3, params
+            if sys.version_info >= (3, 12):
+                assert inspect.iscoroutinefunction(method)
