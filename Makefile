@@ -82,7 +82,8 @@ bench: bench-deps
 # ringio's loop waits in io_uring_enter: the loops of several threads
 # (tests/engines/test_engine_threads.py), a file used from another loop or thread
 # (tests/engines/test_other_loop.py), the thread engine on ringio's loop.
-SANITIZE_TESTS ?= tests/aio tests/uring tests/engines tests/files/test_inline_reads.py
+SANITIZE_TESTS ?= tests/aio tests/uring tests/engines tests/files/test_inline_reads.py \
+	tests/files/test_native_pread.py
 SANITIZE_SKIP ?= --ignore=tests/aio/test_threads.py \
 	--ignore=tests/engines/test_engine_threads.py \
 	--ignore=tests/engines/test_other_loop.py -k "not thread-ringio" \
