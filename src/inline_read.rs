@@ -118,10 +118,23 @@ struct InlineRead {
     kind: u8,
 }
 
+/// Drops an error at once. These slots are called by CPython, not through PyO3's
+/// entry points, where a dropped `PyErr` would leave its exception in PyO3's
+/// deferred-decref pool (see `pytype::stop_iteration`): it goes to the interpreter,
+/// which releases it.
+fn discard(py: Python<'_>, err: PyErr) {
+    err.restore(py);
+    // SAFETY: the GIL is held; clears the error just set.
+    unsafe { ffi::PyErr_Clear() };
+}
+
 /// The file's gate: its `_gate` attribute, if that is a `ReadGate` that passes.
 fn passing_gate<'py>(file: &Bound<'py, PyAny>) -> Option<Bound<'py, ReadGate>> {
     let py = file.py();
-    let gate = file.getattr(pyo3::intern!(py, "_gate")).ok()?;
+    let gate = file
+        .getattr(pyo3::intern!(py, "_gate"))
+        .map_err(|e| discard(py, e))
+        .ok()?;
     let gate = gate.cast_into::<ReadGate>().ok()?;
     gate.get().passes(py).then_some(gate)
 }
@@ -186,7 +199,8 @@ fn read_inline<'py>(
     match served {
         Ok(Some(value)) => Inline::Served(ready(py, value)),
         Ok(None) => Inline::Queue,
-        Err(_) => {
+        Err(e) => {
+            discard(py, e);
             g.open.store(false, Ordering::Relaxed);
             Inline::Queue
         }
@@ -315,8 +329,9 @@ unsafe extern "C" fn inline_read_new(
             let obj = Bound::from_owned_ptr(py, obj);
             // The Python method's name, doc and module, for help() and inspect.
             for name in ["__name__", "__qualname__", "__doc__", "__module__"] {
-                if let Ok(value) = full.getattr(name) {
-                    obj.setattr(name, value)?;
+                match full.getattr(name) {
+                    Ok(value) => obj.setattr(name, value)?,
+                    Err(e) => discard(py, e),
                 }
             }
             obj.setattr("__wrapped__", &full)?;

@@ -25,7 +25,7 @@ use std::ffi::{c_int, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -431,11 +431,10 @@ unsafe extern "C" fn iter_next(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
     unsafe {
         let py = Python::assume_attached();
         let line = take_ready(py, slf);
-        if !line.is_null() {
-            let line = Bound::from_owned_ptr(py, line).unbind();
-            PyStopIteration::new_err((line,)).restore(py);
+        if line.is_null() {
+            return ptr::null_mut();
         }
-        ptr::null_mut()
+        crate::pytype::stop_iteration(line)
     }
 }
 

@@ -6,7 +6,7 @@
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
 
-use pyo3::exceptions::{PyStopIteration, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};
@@ -184,6 +184,31 @@ pub fn coroutine_type<'py>(py: Python<'py>, spec: CoroutineType) -> PyResult<Bou
     gc_heap_type(py, spec.name, spec.basicsize, &mut slots)
 }
 
+/// Sets StopIteration(value), taking the reference to `value`; returns NULL, for
+/// the slot to return. Raw C calls only: the hand-made types' slots are called by
+/// CPython, not through PyO3's entry points, and a `Py<T>` dropped there waits in
+/// PyO3's deferred-decref pool until some PyO3 entry point runs. CPython 3.12+
+/// takes an `await`'s result through `tp_iternext` (this StopIteration), so a loop
+/// of awaits of native results that calls no PyO3 function would keep every
+/// result alive.
+///
+/// # Safety
+/// The GIL must be held; `value` is a strong reference.
+pub unsafe fn stop_iteration(value: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: caller's contract; PyTuple_Pack takes its own reference to `value`,
+    // and PyErr_SetObject to the tuple, so both are released here. A 1-tuple as
+    // the value makes StopIteration(v), whose .value is v even when v is a tuple.
+    unsafe {
+        let args = ffi::PyTuple_Pack(1, value);
+        ffi::Py_DECREF(value);
+        if !args.is_null() {
+            ffi::PyErr_SetObject(ffi::PyExc_StopIteration, args);
+            ffi::Py_DECREF(args);
+        }
+    }
+    ptr::null_mut()
+}
+
 /// `send(arg)` and `__next__` as generators have them, from an `am_send`: the
 /// yielded value, or StopIteration(result) / the error (NULL).
 ///
@@ -197,16 +222,10 @@ pub unsafe fn send_or_stop(
 ) -> *mut ffi::PyObject {
     // SAFETY: caller's contract.
     unsafe {
-        let py = Python::assume_attached();
         let mut result = ptr::null_mut();
         match am_send(slf, arg, &mut result) {
             ffi::PySendResult::PYGEN_NEXT => result,
-            ffi::PySendResult::PYGEN_RETURN => {
-                let value = Bound::from_owned_ptr(py, result).unbind();
-                // A 1-tuple: StopIteration(v).value is v even when v is a tuple.
-                PyStopIteration::new_err((value,)).restore(py);
-                ptr::null_mut()
-            }
+            ffi::PySendResult::PYGEN_RETURN => stop_iteration(result),
             _ => ptr::null_mut(),
         }
     }

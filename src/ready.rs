@@ -12,14 +12,14 @@
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
 use crate::fastpath;
-use crate::pytype::{coroutine_type, gc_dealloc, thrown, traverse, CoroutineType};
+use crate::pytype::{coroutine_type, gc_dealloc, stop_iteration, thrown, traverse, CoroutineType};
 
 /// The type, made once at module import.
 static READY_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -109,14 +109,12 @@ unsafe fn take(py: Python<'_>, slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
 ///
 /// # Safety
 /// The GIL must be held; `value` is a strong reference or NULL with an exception set.
-unsafe fn stop_with(py: Python<'_>, value: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    if !value.is_null() {
-        // SAFETY: `value` is a strong reference (caller's contract), moved here.
-        let value = unsafe { Bound::from_owned_ptr(py, value) }.unbind();
-        // A 1-tuple: StopIteration(v).value is v even when v is a tuple.
-        PyStopIteration::new_err((value,)).restore(py);
+unsafe fn stop_with(value: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    if value.is_null() {
+        return ptr::null_mut();
     }
-    ptr::null_mut()
+    // SAFETY: `value` is a strong reference (caller's contract), moved here.
+    unsafe { stop_iteration(value) }
 }
 
 /// `am_send`: complete from the start; `await` returns the value.
@@ -142,7 +140,7 @@ unsafe extern "C" fn ready_next(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
     // SAFETY: called by CPython with the GIL held.
     unsafe {
         let py = Python::assume_attached();
-        stop_with(py, take(py, slf))
+        stop_with(take(py, slf))
     }
 }
 

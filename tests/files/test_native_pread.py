@@ -43,14 +43,14 @@ def python_frames(call: Callable[..., object], *args: object) -> tuple[object, l
     return result, ran
 
 
-async def outcome(call: Callable[[], object]) -> tuple[str, object]:
-    """The result of calling and awaiting, or the error's type and message."""
+async def outcome(call: Callable[..., object], *args: object) -> tuple[str, object]:
+    """The result of `call(*args)`, awaited, or the error's type and message."""
     try:
-        got = call()
+        got = call(*args)
         if inspect.isawaitable(got):
             got = await got
         return ("ok", got)
-    except Exception as e:  # noqa: BLE001 - the error is what is compared
+    except Exception as e:  # the error is what is compared
         return (type(e).__name__, str(e))
 
 
@@ -93,8 +93,8 @@ async def test_a_cached_read_runs_no_python_code(engine, path, buffering):
 async def test_a_pread_returns_and_raises_as_the_python_method(engine, path, buffering, args):
     async with ringio.open(path, "rb", buffering=buffering) as f:
         full = type(f).pread.__wrapped__
-        native = await outcome(lambda: f.pread(*args))
-        python = await outcome(lambda: full(f, *args))
+        native = await outcome(f.pread, *args)
+        python = await outcome(full, f, *args)
         assert native == python
 
 
@@ -118,8 +118,8 @@ async def test_a_preadinto_returns_and_raises_as_the_python_method(
     async with ringio.open(path, "rb", buffering=buffering) as f:
         full = type(f).preadinto.__wrapped__
         a, b = make_buffer(), make_buffer()
-        native = await outcome(lambda: f.preadinto(a, offset))
-        python = await outcome(lambda: full(f, b, offset))
+        native = await outcome(f.preadinto, a, offset)
+        python = await outcome(full, f, b, offset)
         assert native == python
         if isinstance(a, bytearray):
             assert a == b
@@ -159,8 +159,8 @@ async def test_a_closed_file_refuses_reads_as_the_python_method(engine, path, bu
     await f.close()
     for method in ("pread", "preadinto"):
         target = 3 if method == "pread" else bytearray(3)
-        native = await outcome(lambda: getattr(f, method)(target, 0))
-        python = await outcome(lambda: getattr(type(f), method).__wrapped__(f, target, 0))
+        native = await outcome(getattr(f, method), target, 0)
+        python = await outcome(getattr(type(f), method).__wrapped__, f, target, 0)
         assert native == python
         assert native[0] == "ValueError", native
 
@@ -174,8 +174,8 @@ async def test_a_closed_engine_stops_native_reads(engine, path, buffering):
         for method in ("pread", "preadinto"):
             target = 3 if method == "pread" else bytearray(3)
             got, ran = python_frames(getattr(f, method), target, 0)
-            native = await outcome(lambda: got)
-            python = await outcome(lambda: getattr(type(f), method).__wrapped__(f, target, 0))
+            native = await outcome(lambda got=got: got)
+            python = await outcome(getattr(type(f), method).__wrapped__, f, target, 0)
             assert native == python
             if engine.inline_reads:
                 assert method in ran
@@ -260,3 +260,60 @@ def test_the_native_methods_carry_the_python_methods_name_and_doc():
             assert params[0] == "self" and len(params) == 3, params
             if sys.version_info >= (3, 12):
                 assert inspect.iscoroutinefunction(method)
+
+
+class _Value:
+    """A result whose release a weak reference sees."""
+
+
+def test_a_ready_frees_its_value_when_the_value_is_taken_by_next_or_send():
+    """CPython 3.12+ awaits a non-coroutine through ``tp_iternext`` (StopIteration),
+    3.11 through ``am_send``: either way the value is released when its last user
+    drops it, not kept by the extension (where a reference dropped outside its
+    entry points waits for the next one, which a loop of native calls never makes)."""
+    import weakref
+
+    for take in ("next", "send", "await"):
+        value = _Value()
+        gone = weakref.ref(value)
+        ready = Ready(value)
+        del value
+        if take == "await":
+
+            async def wait(ready=ready):
+                return await ready
+
+            got = asyncio.run(wait())
+        else:
+            with pytest.raises(StopIteration) as stop:
+                next(ready) if take == "next" else ready.send(None)
+            got = stop.value.value
+            del stop
+        assert got is not None
+        del got, ready
+        assert gone() is None, take
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_awaiting_cached_reads_keeps_no_memory(engine, path, buffering):
+    import tracemalloc
+
+    async with ringio.open(path, "rb", buffering=buffering) as f:
+        pread = f.pread
+        for _ in range(5):
+            await pread(4096, 0)
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for _ in range(1000):  # 8 MiB of results, each dropped at once
+                await pread(4096, 0)
+                r = pread(4096, 100)
+                try:
+                    r.send(None)
+                except StopIteration:
+                    pass
+                del r
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+    assert grown < 1 << 20, grown
