@@ -204,7 +204,6 @@ async def test_random_ops_with_cancellations_never_leave_the_gate_open_wrongly(e
     buffered, no cancelled op's result due, the file and its engine open; and every
     pread returns what the file holds once the buffer is written out."""
     rng = random.Random(5)
-    model = bytearray(PAYLOAD)
     async with ringio.open(path, "r+b", buffering=8192) as f:
         raw = f.raw
 
@@ -247,7 +246,6 @@ async def test_random_ops_with_cancellations_never_leave_the_gate_open_wrongly(e
             else:
                 await f.seek(off)
             check_gate()
-        del model
 
 
 def test_the_native_methods_carry_the_python_methods_name_and_doc():
