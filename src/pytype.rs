@@ -5,6 +5,7 @@
 
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
@@ -199,6 +200,9 @@ pub unsafe fn stop_iteration(value: *mut ffi::PyObject) -> *mut ffi::PyObject {
     // and PyErr_SetObject to the tuple, so both are released here. A 1-tuple as
     // the value makes StopIteration(v), whose .value is v even when v is a tuple.
     unsafe {
+        if raise_spare_stop_iteration(value) {
+            return ptr::null_mut();
+        }
         let args = ffi::PyTuple_Pack(1, value);
         ffi::Py_DECREF(value);
         if !args.is_null() {
@@ -207,6 +211,104 @@ pub unsafe fn stop_iteration(value: *mut ffi::PyObject) -> *mut ffi::PyObject {
         }
     }
     ptr::null_mut()
+}
+
+/// The StopIteration `stop_iteration` raises again, or NULL: one strong
+/// reference, held here. Only touched with the GIL held (the module keeps the GIL
+/// on free-threaded builds, and PyO3 modules are not loaded in subinterpreters).
+static SPARE_STOP: AtomicPtr<ffi::PyObject> = AtomicPtr::new(ptr::null_mut());
+
+/// The largest `bytes` or `str` a spare StopIteration carries: it keeps the last
+/// value alive until the next one replaces it.
+const SPARE_VALUE_MAX: ffi::Py_ssize_t = 64 * 1024;
+
+/// Raises StopIteration(value) with the spare exception object, when nothing else
+/// holds it and it is as made (no traceback, context, cause, notes or attributes);
+/// a new spare otherwise. False, with `value` untouched, for values other than a
+/// `bytes` or `str` of at most `SPARE_VALUE_MAX` or an `int` (values whose
+/// lifetime nobody can observe, so the spare may keep the last one).
+///
+/// Why: CPython 3.12+ takes every `await` of a native awaitable and every item of
+/// `async for` through this exception; making and freeing one per line cost a third
+/// of `async for line in f` on CPython 3.14 (2026-11-28: 0.56x → 0.75x `for line in
+/// f` as text, 0.43x → 0.56x as bytes). The interpreter only reads `value` and
+/// drops its reference, so the object comes back with one reference, ours. A caller
+/// that catches the exception and keeps it holds a reference, and that object is
+/// never changed again; one that caught it gave it a traceback, and it is not
+/// reused.
+///
+/// # Safety
+/// The GIL must be held; `value` is a strong reference, moved in when this returns
+/// true.
+unsafe fn raise_spare_stop_iteration(value: *mut ffi::PyObject) -> bool {
+    // SAFETY: the GIL is held (caller's contract), so nothing else reads or writes
+    // SPARE_STOP or the spare's fields meanwhile; `value` is a live object.
+    unsafe {
+        let plain = (ffi::PyBytes_CheckExact(value) != 0
+            && ffi::PyBytes_Size(value) <= SPARE_VALUE_MAX)
+            || (ffi::PyUnicode_CheckExact(value) != 0
+                && ffi::PyUnicode_GetLength(value) <= SPARE_VALUE_MAX)
+            || ffi::PyLong_CheckExact(value) != 0;
+        if !plain {
+            return false;
+        }
+        let args = ffi::PyTuple_New(1);
+        if args.is_null() {
+            ffi::PyErr_Clear();
+            return false;
+        }
+        let mut exc = SPARE_STOP.load(Ordering::Relaxed);
+        if exc.is_null() || !spare_is_as_made(exc) {
+            let made = ffi::PyObject_CallNoArgs(ffi::PyExc_StopIteration);
+            if made.is_null() {
+                ffi::PyErr_Clear();
+                ffi::Py_DECREF(args);
+                return false;
+            }
+            ffi::Py_XDECREF(SPARE_STOP.swap(made, Ordering::Relaxed));
+            exc = made;
+        }
+        // args = (value,) and value = value, as StopIteration(value) sets them.
+        ffi::Py_INCREF(value);
+        ffi::PyTuple_SET_ITEM(args, 0, value);
+        let stop = exc as *mut ffi::PyStopIterationObject;
+        ffi::Py_XDECREF(std::mem::replace(&mut (*stop).args, args));
+        ffi::Py_XDECREF(std::mem::replace(&mut (*stop).value, value));
+        // Raised while an exception is handled, it has that one as its context,
+        // as PyErr_SetObject chains it (such a spare is then not raised again).
+        let handled = ffi::PyErr_GetHandledException();
+        if handled.is_null() || handled == ffi::Py_None() {
+            ffi::Py_XDECREF(handled);
+        } else {
+            ffi::PyException_SetContext(exc, handled);
+        }
+        // PyErr_Restore takes a reference to the type and one to the exception.
+        ffi::Py_INCREF(exc);
+        ffi::Py_INCREF(ffi::PyExc_StopIteration);
+        ffi::PyErr_Restore(ffi::PyExc_StopIteration, exc, ptr::null_mut());
+        true
+    }
+}
+
+/// Whether the spare StopIteration may be raised again: only SPARE_STOP holds it,
+/// and nothing was added to it since it was made.
+///
+/// # Safety
+/// The GIL must be held; `exc` is a live StopIteration.
+unsafe fn spare_is_as_made(exc: *mut ffi::PyObject) -> bool {
+    // SAFETY: caller's contract; the fields are read only.
+    unsafe {
+        let stop = exc as *mut ffi::PyStopIterationObject;
+        ffi::Py_REFCNT(exc) == 1
+            && (*stop).dict.is_null()
+            && (*stop).notes.is_null()
+            && (*stop).traceback.is_null()
+            && (*stop).context.is_null()
+            && (*stop).cause.is_null()
+            // C's `char suppress_context`, which pyo3-ffi declares as a Rust
+            // `char`: its first byte only, read as a byte (the rest is padding).
+            && *(ptr::addr_of!((*stop).suppress_context) as *const u8) == 0
+    }
 }
 
 /// `send(arg)` and `__next__` as generators have them, from an `am_send`: the

@@ -315,3 +315,57 @@ async def test_awaiting_cached_reads_keeps_no_memory(engine, path, buffering):
         finally:
             tracemalloc.stop()
     assert grown < 1 << 20, grown
+
+
+@pytest.mark.parametrize("value", [b"x" * 10, "line\n", 7, b"", (1, 2), _Value()])
+def test_each_stopiteration_carries_its_own_value_and_args(value):
+    """A StopIteration a caller caught and kept is never changed by later results
+    (ringio raises a spare one again only when nothing else holds it)."""
+    kept = []
+    for i in range(3):
+        with pytest.raises(StopIteration) as stop:
+            next(Ready(value if i == 0 else b"later %d" % i))
+        kept.append(stop.value)
+        del stop
+    first = kept[0]
+    assert first.value is value or first.value == value
+    assert first.args == (value,)
+    assert [k.value for k in kept[1:]] == [b"later 1", b"later 2"]
+    assert [k.args for k in kept[1:]] == [(b"later 1",), (b"later 2",)]
+
+
+def test_a_stopiteration_raised_again_has_no_earlier_traceback_or_context():
+    def take(ready):
+        try:
+            next(ready)
+        except StopIteration as e:
+            return e.value
+        raise AssertionError("no StopIteration")
+
+    for i in range(3):  # caught in Python, so given a traceback, then dropped
+        assert take(Ready(b"v%d" % i)) == b"v%d" % i
+    try:
+        raise KeyError("handled")
+    except KeyError:
+        with pytest.raises(StopIteration) as stop:
+            next(Ready(b"last"))
+    tb = stop.value.__traceback__
+    frames = 0
+    while tb is not None:
+        frames += 1
+        tb = tb.tb_next
+    assert frames <= 2, frames  # this frame (and pytest's raises), no earlier ones
+    assert stop.value.__cause__ is None
+    assert type(stop.value.__context__) is KeyError  # chained, as any raise there
+    assert stop.value.value == b"last"
+    with pytest.raises(StopIteration) as again:
+        next(Ready(b"after"))
+    assert again.value.__context__ is None and again.value.value == b"after"
+
+
+async def test_awaited_results_are_each_their_own(engine, path):
+    async with ringio.open(path, "rb") as f:
+        got = [await f.pread(5, off) for off in range(0, 50, 5)]
+        assert got == [PAYLOAD[off : off + 5] for off in range(0, 50, 5)]
+        lines = [x async for x in f]
+        assert b"".join(lines) == PAYLOAD
