@@ -191,11 +191,11 @@ bench-py: wheel
 	tools/test-py.sh $(VERSION) --bench $(BENCH)
 
 # What CI runs besides `make test`, within its 90 minutes (docs/versions.md): on
-# each other version, the smoke program (a start_server echo) and the loop, files
-# and Watcher suites, CPython's own test_asyncio of that version on ringio's loop
+# each other version, the smoke program (a start_server echo) and the loop, files,
+# engines and Watcher suites, CPython's own test_asyncio of that version on ringio's loop
 # included (tests/loop).
 CI_VERSIONS ?= 3.12 3.13 3.14
-CI_VERSION_TESTS ?= tests/loop tests/files tests/watcher
+CI_VERSION_TESTS ?= tests/loop tests/files tests/engines tests/watcher
 ci-versions: wheel
 	@set -e; for v in $(CI_VERSIONS); do \
 		tools/test-py.sh $$v --smoke; \
