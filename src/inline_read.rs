@@ -21,9 +21,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use crate::fastpath;
 use crate::pytype::{gc_dealloc, gc_heap_type_with_flags, slot, take_field, traverse};
-use crate::ready::ready;
+use crate::ready;
 
 /// Whether one file (or engine) lets reads be served inline, and what such a read
 /// needs: the fd and whether it is a memory filesystem's file. A gate passes when
@@ -159,18 +158,19 @@ fn plain_index(obj: &Bound<'_, PyAny>) -> Option<i64> {
 
 /// What became of a read tried inline.
 enum Inline<'py> {
-    /// Served from the page cache: a `Ready` (or the error of making it).
-    Served(PyResult<Bound<'py, PyAny>>),
+    /// Served from the page cache: a `Ready`.
+    Served(Bound<'py, PyAny>),
     /// Not (all) cached, or refused by the kernel: the queued path reads it.
     Queue,
     /// Arguments the Python method reports on: it takes the call.
     Python,
 }
 
-/// Tries the read inline. A read the kernel refused (EOPNOTSUPP on a file that
-/// cannot do RWF_NOWAIT, a buffer that is not writable, an fd closed behind our
-/// back) shuts the file's gate, so that its Python method takes the next read and
-/// learns why; this one goes to the queued path, as the Python method sends it.
+/// Tries the read inline (`pread_ready`, `preadinto_ready`). A read refused (by
+/// the kernel: EOPNOTSUPP on a file that cannot do RWF_NOWAIT, an fd closed behind
+/// our back; or a buffer that is not writable) shuts the file's gate, so that its
+/// Python method takes the next read and learns why; this one goes to the queued
+/// path, as the Python method sends it.
 fn read_inline<'py>(
     kind: u8,
     gate: &Bound<'py, ReadGate>,
@@ -179,25 +179,16 @@ fn read_inline<'py>(
 ) -> Inline<'py> {
     let py = gate.py();
     let g = gate.get();
-    let served: PyResult<Option<Bound<'py, PyAny>>> = if kind == PREAD {
+    let served = if kind == PREAD {
         let Some(n) = plain_index(target) else {
             return Inline::Python;
         };
-        fastpath::read_cached(py, g.fd, n as usize, offset, g.memory)
-            .map(|read| read.map(Bound::into_any))
+        ready::pread_ready(py, g.fd, n as usize, offset, g.memory)
     } else {
-        fastpath::preadinto_nowait(py, g.fd, target, offset, g.memory).and_then(|read| {
-            read.map(|count| {
-                count
-                    .into_pyobject(py)
-                    .map(Bound::into_any)
-                    .map_err(PyErr::from)
-            })
-            .transpose()
-        })
+        ready::preadinto_ready(py, g.fd, target, offset, g.memory)
     };
     match served {
-        Ok(Some(value)) => Inline::Served(ready(py, value)),
+        Ok(Some(ready)) => Inline::Served(ready),
         Ok(None) => Inline::Queue,
         Err(e) => {
             discard(py, e);
@@ -235,11 +226,7 @@ unsafe extern "C" fn inline_read_vectorcall(
                 let offset = Borrowed::from_ptr(py, *args.add(2));
                 if let Some(offset) = plain_index(&offset) {
                     match read_inline((*me).kind, &gate, &target, offset) {
-                        Inline::Served(Ok(ready)) => return ready.into_ptr(),
-                        Inline::Served(Err(e)) => {
-                            e.restore(py);
-                            return ptr::null_mut();
-                        }
+                        Inline::Served(ready) => return ready.into_ptr(),
                         Inline::Queue => {
                             return ffi::PyObject_Vectorcall(queued, args, nargsf, kwnames)
                         }

@@ -551,7 +551,7 @@ class AsyncBufferedFile(_BinaryFile):
                 ready = None
             if ready is not None:
                 return ready
-        elif raw._direct and not self._wbuf:
+        elif raw._direct and written:
             started = raw._start_direct_pread(n, offset)
             if started is not None:
                 return started
