@@ -1,15 +1,16 @@
 //! The loop's hottest methods as native calls: `call_soon`, `call_later`,
-//! `call_at`, `create_task`, `is_running` and `get_debug` of one
+//! `call_at`, `create_task`, `create_future`, `is_running` and `get_debug` of one
 //! `ringio.EventLoop`.
 //!
 //! asyncio's C tasks and futures call back into the loop for every task step
 //! (`call_soon`), for every future and task they make (`get_debug`) and, for a
 //! task started eagerly (3.12+), to ask whether it runs (`is_running`); servers
 //! arm a timer per request (`call_later`) and start a task per request
-//! (`create_task`). Each of these is a Python method of asyncio's loop
+//! (`create_task`); every wait on a stream, lock, event or sleep makes a future
+//! (`create_future`). Each of these is a Python method of asyncio's loop
 //! (uvloop's are C). Here each makes the objects asyncio's makes (an
 //! `asyncio.Handle`, a `TimerHandle` pushed on `loop._scheduled` as `heapq` pushes
-//! it, an `asyncio.Task`) without a Python frame. The loop installs the bound
+//! it, an `asyncio.Task`, an `asyncio.Future`) without a Python frame. The loop installs the bound
 //! methods as instance attributes, which attribute and method lookups find before
 //! the class's methods, for each method its class does not override. Where asyncio
 //! does more than the common case (debug mode, a closed loop, a task factory, a
@@ -36,6 +37,10 @@ pub struct LoopCalls {
     ready: Py<PyAny>,
     append: Py<PyAny>,
     task_type: Py<PyAny>,
+    future_type: Py<PyAny>,
+    /// `{"loop": event_loop}`, the keywords of `Future(loop=...)` and of
+    /// `Task(coro, loop=...)`, which they and their `__init__` only read.
+    loop_kwargs: Py<PyDict>,
     /// CPython 3.14+: `BaseEventLoop.create_task(coro, **kwargs)` is
     /// `Task(coro, loop=loop, **kwargs)` for any keyword (aiohttp passes
     /// `eager_start=True` per request); before, only `context` is passed here.
@@ -152,7 +157,9 @@ impl LoopCalls {
         visit.call(&self.class)?;
         visit.call(&self.ready)?;
         visit.call(&self.append)?;
-        visit.call(&self.task_type)
+        visit.call(&self.task_type)?;
+        visit.call(&self.future_type)?;
+        visit.call(&self.loop_kwargs)
     }
 
     /// The native methods of `event_loop`, an instance of `loop_class`, whose Python
@@ -167,6 +174,8 @@ impl LoopCalls {
             ));
         }
         let ready = event_loop.getattr(intern!(py, "_ready"))?;
+        let loop_kwargs = PyDict::new(py);
+        loop_kwargs.set_item(intern!(py, "loop"), event_loop)?;
         Ok(Self {
             event_loop: event_loop.clone().unbind(),
             loop_dict: event_loop
@@ -177,6 +186,8 @@ impl LoopCalls {
             append: ready.getattr(intern!(py, "append"))?.unbind(),
             ready: ready.unbind(),
             task_type: py.import("asyncio.tasks")?.getattr("Task")?.unbind(),
+            future_type: py.import("asyncio.futures")?.getattr("Future")?.unbind(),
+            loop_kwargs: loop_kwargs.unbind(),
             task_takes_any_keyword: py.version_info() >= (3, 14),
         })
     }
@@ -283,12 +294,24 @@ impl LoopCalls {
         if !(keywords_ok && no_factory && self.common_case(py)?.is_some()) {
             return self.fallback(py, intern!(py, "create_task"), &[coro], None, kwargs);
         }
-        let task_kwargs = match kwargs {
-            Some(k) => k.copy()?,
-            None => PyDict::new(py),
+        let task_kwargs = match kwargs.filter(|k| !k.is_empty()) {
+            Some(k) => {
+                let k = k.copy()?;
+                k.set_item(loop_key, self.event_loop.bind(py))?;
+                k
+            }
+            None => self.loop_kwargs.bind(py).clone(),
         };
-        task_kwargs.set_item(loop_key, self.event_loop.bind(py))?;
         self.task_type.bind(py).call((coro,), Some(&task_kwargs))
+    }
+
+    /// asyncio's `loop.create_future()`: `asyncio.Future(loop=loop)`, called with
+    /// a keywords dict made once (the vectorcall of a type without one of its own,
+    /// as asyncio's C `Future` before CPython 3.14, builds that dict per call).
+    fn create_future<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.future_type
+            .bind(py)
+            .call(PyTuple::empty(py), Some(self.loop_kwargs.bind(py)))
     }
 
     /// asyncio's `loop.is_running()`: `loop._thread_id is not None`.

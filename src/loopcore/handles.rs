@@ -107,7 +107,10 @@ pub(super) struct HandleSlots {
     handle_type: Py<PyType>,
     alloc: ffi::allocfunc,
     timer_type: Py<PyType>,
-    timer_alloc: ffi::allocfunc,
+    /// The loop's subclass of `TimerHandle` (`timer_handle.rs`), which the core's
+    /// `call_later` and `call_at` make.
+    ring_timer_type: Py<PyType>,
+    ring_timer_alloc: ffi::allocfunc,
     when: Slot,
     scheduled: Slot,
     callback: Slot,
@@ -151,8 +154,7 @@ impl HandleSlots {
             .import("types")?
             .getattr("MemberDescriptorType")?
             .cast_into::<PyType>()?;
-        let (Some(alloc), Some(timer_alloc)) = (allocator(&handle_type), allocator(&timer_type))
-        else {
+        let Some(alloc) = allocator(&handle_type) else {
             return Ok(None);
         };
         let (Some(when), Some(scheduled)) = (
@@ -182,11 +184,16 @@ impl HandleSlots {
         else {
             return Ok(None);
         };
+        let ring_timer_type = super::timer_handle::make_class(py, &timer_type)?;
+        let Some(ring_timer_alloc) = allocator(&ring_timer_type) else {
+            return Ok(None);
+        };
         Ok(Some(HandleSlots {
             handle_type: handle_type.unbind(),
             alloc,
             timer_type: timer_type.unbind(),
-            timer_alloc,
+            ring_timer_type: ring_timer_type.unbind(),
+            ring_timer_alloc,
             when,
             scheduled,
             callback,
@@ -221,7 +228,8 @@ impl HandleSlots {
     }
 
     /// `asyncio.TimerHandle(when, callback, args, event_loop, context)` outside
-    /// debug mode: a handle's fields, `_when`, and `_scheduled` False.
+    /// debug mode, as an instance of the loop's subclass: a handle's fields,
+    /// `_when`, and `_scheduled` False.
     pub(super) fn make_timer<'py>(
         &self,
         when: &Bound<'py, PyAny>,
@@ -231,8 +239,8 @@ impl HandleSlots {
         context: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let timer = self.fill(
-            self.timer_alloc,
-            &self.timer_type,
+            self.ring_timer_alloc,
+            &self.ring_timer_type,
             callback,
             args,
             event_loop,
@@ -275,9 +283,50 @@ impl HandleSlots {
         Ok(handle)
     }
 
-    /// Whether `obj` is an instance of `TimerHandle` itself (not of a subclass).
+    /// Whether `obj` is an instance of `TimerHandle` itself or of the loop's
+    /// subclass (which adds nothing to it but a native `cancel`), not of another
+    /// subclass.
     pub(super) fn is_timer(&self, obj: &Bound<'_, PyAny>) -> bool {
-        obj.get_type().is(self.timer_type.bind(obj.py()))
+        let py = obj.py();
+        let kind = obj.get_type();
+        kind.is(self.ring_timer_type.bind(py)) || kind.is(self.timer_type.bind(py))
+    }
+
+    /// The loop's subclass of `TimerHandle`.
+    pub(super) fn ring_timer_type<'py>(&self, py: Python<'py>) -> &Bound<'py, PyType> {
+        self.ring_timer_type.bind(py)
+    }
+
+    /// A timer's `_loop`.
+    pub(super) fn event_loop<'py>(&self, timer: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.event_loop.read(timer)
+    }
+
+    /// A timer's `_scheduled`.
+    pub(super) fn scheduled<'py>(&self, timer: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.scheduled.read(timer)
+    }
+
+    /// `handle._cancelled = True`.
+    pub(super) fn set_cancelled(&self, handle: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.cancelled
+            .write(handle, pyo3::types::PyBool::new(handle.py(), true).as_any())
+    }
+
+    /// `handle._repr = text`.
+    pub(super) fn set_repr(
+        &self,
+        handle: &Bound<'_, PyAny>,
+        text: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.repr.write(handle, text)
+    }
+
+    /// `handle._callback = None; handle._args = None`, as a cancelled handle has.
+    pub(super) fn clear_call(&self, handle: &Bound<'_, PyAny>) -> PyResult<()> {
+        let none = handle.py().None().into_bound(handle.py());
+        self.callback.write(handle, &none)?;
+        self.args.write(handle, &none)
     }
 
     /// A `TimerHandle`'s `_when`.

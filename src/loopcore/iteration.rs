@@ -7,7 +7,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::op::Completion;
 use crate::pydriver::ring::Ring;
@@ -290,6 +290,8 @@ impl LoopCore {
 pub(super) struct HandleKinds {
     pub(super) handle: Py<PyAny>,
     pub(super) timer_handle: Py<PyAny>,
+    /// The loop's `TimerHandle` (where the core makes its timers).
+    ring_timer: Option<Py<PyType>>,
     pub(super) context_run: Py<PyAny>,
     /// `collections.deque` and its `popleft` (a method descriptor).
     pub(super) deque: Py<PyAny>,
@@ -308,6 +310,7 @@ impl HandleKinds {
                 deque: deque.unbind(),
                 handle: events.getattr("Handle")?.unbind(),
                 timer_handle: events.getattr("TimerHandle")?.unbind(),
+                ring_timer: HandleSlots::get(py)?.map(|s| s.ring_timer_type(py).clone().unbind()),
                 context_run: py
                     .import("contextvars")?
                     .getattr("Context")?
@@ -318,11 +321,17 @@ impl HandleKinds {
     }
 
     /// Whether `handle` is an instance of asyncio's `Handle` or `TimerHandle`
-    /// themselves (not of a subclass).
+    /// themselves or of the loop's `TimerHandle` (which adds only a native
+    /// `cancel`), not of another subclass.
     pub(super) fn is_own(&self, handle: &Bound<'_, PyAny>) -> bool {
         let py = handle.py();
         let kind = handle.get_type();
-        kind.is(self.handle.bind(py)) || kind.is(self.timer_handle.bind(py))
+        kind.is(self.handle.bind(py))
+            || kind.is(self.timer_handle.bind(py))
+            || self
+                .ring_timer
+                .as_ref()
+                .is_some_and(|t| kind.is(t.bind(py)))
     }
 
     /// `handle._run()` of an instance of asyncio's own classes (`is_own`): its

@@ -33,6 +33,7 @@ mod handles;
 mod iteration;
 mod pybytes;
 mod select;
+mod timer_handle;
 mod timers;
 mod transport;
 mod writer;
@@ -806,5 +807,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TransportWriter>()?;
     m.add_class::<calls::LoopCalls>()?;
     m.add_function(wrap_pyfunction!(_fail_receive_allocations, m)?)?;
+    m.add_function(wrap_pyfunction!(timer_handle::timer_handle_type, m)?)?;
     Ok(())
 }

@@ -1,8 +1,9 @@
-"""``call_soon``, ``call_later``, ``call_at``, ``create_task``, ``is_running`` and
-``get_debug`` as native calls
-(``ringio._core.loop.LoopCalls``): the same handles, timers and tasks asyncio's loop
-makes, in the same order, with the same errors and debug-mode tracebacks, and no
-Python frame of the loop's on ringio's loop."""
+"""``call_soon``, ``call_later``, ``call_at``, ``create_task``, ``create_future``,
+``is_running`` and ``get_debug`` as native calls
+(``ringio._core.loop.LoopCalls``), and the timers' native ``cancel``: the same
+handles, timers, futures and tasks asyncio's loop makes, in the same order, with the
+same errors and debug-mode tracebacks, and no Python frame of the loop's on ringio's
+loop."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ import weakref
 import pytest
 
 import ringio
+from ringio._core.loop import timer_handle_type
 from ringio.loop import EventLoop
 
 LOOPS = {"asyncio": asyncio.SelectorEventLoop, "ringio": ringio.EventLoop}
+# The loop's TimerHandle: asyncio's, subclassed, with a native cancel().
+RING_TIMER = timer_handle_type()
 
 
 @pytest.fixture(params=sorted(LOOPS))
@@ -162,6 +166,10 @@ PYTHON_METHODS = {
     asyncio.BaseEventLoop.create_task.__code__,
     asyncio.BaseEventLoop.is_running.__code__,
     asyncio.BaseEventLoop.get_debug.__code__,
+    asyncio.BaseEventLoop.create_future.__code__,
+    asyncio.BaseEventLoop._timer_handle_cancelled.__code__,
+    asyncio.TimerHandle.cancel.__code__,
+    asyncio.Handle.cancel.__code__,
 }
 
 
@@ -351,7 +359,8 @@ def test_timer_is_asyncios_and_cancellable(make_loop):
     before = loop.time()
     t = loop.call_later(0.01, out.append, "no")
     after = loop.time()
-    assert type(t) is asyncio.TimerHandle
+    assert isinstance(t, asyncio.TimerHandle) and type(t).__name__ == "TimerHandle"
+    assert type(t) is (RING_TIMER if isinstance(loop, EventLoop) else asyncio.TimerHandle)
     assert t._scheduled and t in loop._scheduled
     assert before + 0.01 <= t.when() <= after + 0.01
     t.cancel()
@@ -585,8 +594,9 @@ def test_create_task_passes_any_task_keyword_as_asyncio(make_loop):
 
 
 def test_servers_per_request_calls_are_native():
-    # What a server does per request: a task, a keep-alive timer re-armed (and each
-    # future and task asks the loop's get_debug()).
+    # What a server does per request: a future it waits on for the request, a
+    # task, a keep-alive timer re-armed and cancelled (and each future and task asks
+    # the loop's get_debug()).
     loop = ringio.new_event_loop()
 
     async def request():
@@ -595,6 +605,9 @@ def test_servers_per_request_calls_are_native():
     async def serve():
         keepalive = None
         for _ in range(50):
+            waiter = loop.create_future()
+            loop.call_soon(waiter.set_result, None)
+            await waiter
             if keepalive is not None:
                 keepalive.cancel()
             await loop.create_task(request())
@@ -627,3 +640,182 @@ def test_a_method_patched_on_the_class_runs_for_loops_made_after(monkeypatch):
     finally:
         loop.close()
     assert seen
+
+
+# ---------------------------------------------------------------- timer cancel
+
+
+def _timer_state(loop, timer):
+    return (
+        timer.cancelled(),
+        timer._callback,
+        timer._args,
+        timer._scheduled,
+        loop._timer_cancelled_count,
+        repr(timer).split(" when=")[0],
+    )
+
+
+def test_timer_cancel_as_asyncio(make_loop):
+    # Each step on ringio's loop leaves the timer and the loop as on asyncio's:
+    # scheduled, cancelled twice, one already run, one popped uncancelled.
+    loop = make_loop()
+    states = []
+    t = loop.call_later(60, print, "a")
+    states.append(_timer_state(loop, t))
+    t.cancel()
+    states.append(_timer_state(loop, t))
+    t.cancel()
+    states.append(_timer_state(loop, t))
+    ran = loop.call_later(0, print, "b")
+    loop.run_until_complete(asyncio.sleep(0.01))
+    states.append(_timer_state(loop, ran))
+    ran.cancel()  # already run: no longer scheduled, not counted
+    states.append(_timer_state(loop, ran))
+    at = loop.call_at(loop.time() + 60, print)
+    at.cancel()
+    states.append(_timer_state(loop, at))
+    expected = [
+        (False, print, ("a",), True, 0, "<TimerHandle"),
+        (True, None, None, True, 1, "<TimerHandle cancelled"),
+        (True, None, None, True, 1, "<TimerHandle cancelled"),
+        (False, print, ("b",), False, 0, "<TimerHandle"),
+        (True, None, None, False, 0, "<TimerHandle cancelled"),
+        (True, None, None, True, 1, "<TimerHandle cancelled"),
+    ]
+    assert states == expected
+
+
+def test_timer_cancel_runs_no_python_frame():
+    loop = ringio.new_event_loop()
+    try:
+        timers = [loop.call_later(60, print) for _ in range(10)]
+        assert count_python_calls(lambda: [t.cancel() for t in timers]) == []
+        assert loop._timer_cancelled_count == 10
+        assert all(t.cancelled() for t in timers)
+        assert type(timers[0]).cancel.__name__ == "cancel"
+        with pytest.raises(TypeError):
+            type(timers[0]).cancel(asyncio.Handle(print, (), loop))  # not a timer
+        with pytest.raises(TypeError):
+            timers[0].cancel(1)
+    finally:
+        loop.close()
+
+
+def test_a_cancelled_timer_does_not_run(make_loop):
+    loop = make_loop()
+    out = []
+    timers = [loop.call_later(0.001 * i, out.append, i) for i in range(6)]
+    for t in timers[::2]:
+        t.cancel()
+    loop.run_until_complete(asyncio.sleep(0.03))
+    assert out == [1, 3, 5]
+    assert not loop._scheduled
+
+
+def test_timer_cancel_in_debug_mode_keeps_the_repr(make_loop):
+    # asyncio keeps a cancelled handle's repr (with its callback) in debug mode.
+    loop = make_loop()
+    t = loop.call_later(60, print, "x")
+    loop.set_debug(True)
+    t.cancel()
+    assert t._repr.startswith("<TimerHandle cancelled when=") and "print('x')" in t._repr
+    assert t._callback is None and repr(t) == t._repr
+
+
+def test_timer_cancel_calls_a_loops_own_timer_handle_cancelled():
+    seen = []
+
+    class Counting(EventLoop):
+        def _timer_handle_cancelled(self, handle):
+            seen.append(handle)
+            super()._timer_handle_cancelled(handle)
+
+    loop = Counting()
+    try:
+        t = loop.call_later(60, print)
+        t.cancel()
+        t.cancel()
+        assert seen == [t] and loop._timer_cancelled_count == 1
+        u = loop.call_later(60, print)
+        loop._timer_handle_cancelled = seen.append  # patched on the instance
+        u.cancel()
+        assert seen == [t, u] and loop._timer_cancelled_count == 1
+    finally:
+        loop.close()
+
+
+def test_timer_cancel_error_leaves_the_timer_as_asyncio_does(make_loop):
+    # An exception out of _timer_handle_cancelled comes out of cancel(), and the
+    # timer is not cancelled, as with asyncio's TimerHandle.cancel.
+    loop = make_loop()
+    t = loop.call_later(60, print)
+
+    def refuse(handle):
+        raise RuntimeError("no")
+
+    loop._timer_handle_cancelled = refuse
+    with pytest.raises(RuntimeError, match="no"):
+        t.cancel()
+    assert not t.cancelled() and t._callback is print
+    del loop._timer_handle_cancelled
+    t.cancel()
+    assert t.cancelled()
+
+
+def test_timeouts_and_wait_for_as_asyncio(make_loop):
+    # asyncio.timeout and wait_for arm a timer and cancel it.
+    loop = make_loop()
+
+    async def main():
+        async with asyncio.timeout(5):
+            await asyncio.sleep(0)
+        assert await asyncio.wait_for(asyncio.sleep(0, "done"), 5) == "done"
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(1)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(asyncio.sleep(1), 0.01)
+        return loop._timer_cancelled_count
+
+    assert loop.run_until_complete(main()) >= 0
+    loop.run_until_complete(asyncio.sleep(0))
+    assert not any(not t.cancelled() for t in loop._scheduled)
+
+
+# ---------------------------------------------------------------- futures
+
+
+def test_create_future_as_asyncio(make_loop):
+    loop = make_loop()
+    fut = loop.create_future()
+    assert type(fut) is asyncio.Future and fut.get_loop() is loop and not fut.done()
+    loop.call_soon(fut.set_result, 7)
+    assert loop.run_until_complete(fut) == 7
+    loop.set_debug(True)
+    traced = loop.create_future()
+    assert traced._source_traceback is not None
+    traced.cancel()
+    loop.set_debug(False)
+    assert loop.create_future()._source_traceback is None
+    with pytest.raises(TypeError):
+        loop.create_future(1)
+
+
+def test_create_future_runs_no_python_frame_and_a_class_override_wins():
+    loop = ringio.new_event_loop()
+    try:
+        assert count_python_calls(loop.create_future) == []
+    finally:
+        loop.close()
+
+    class Own(EventLoop):
+        def create_future(self):
+            return "own"
+
+    loop = Own()
+    try:
+        assert loop.create_future() == "own"
+        assert loop.run_until_complete(asyncio.sleep(0, 1)) == 1
+    finally:
+        loop.close()

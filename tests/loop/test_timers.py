@@ -27,7 +27,8 @@ def any_loop(request):
 
 def _made(lp: asyncio.AbstractEventLoop, timer: asyncio.TimerHandle) -> dict:
     return {
-        "type": type(timer),
+        "type": type(timer).__name__,
+        "asyncio's": isinstance(timer, asyncio.TimerHandle),
         "scheduled": timer._scheduled,
         "cancelled": timer.cancelled(),
         "in_heap": timer in lp._scheduled,
@@ -48,8 +49,21 @@ def test_call_later_makes_asyncios_timer_handle():
         finally:
             lp.close()
     assert made["ringio"] == made["asyncio"]
-    assert made["ringio"]["type"] is asyncio.TimerHandle
+    assert made["ringio"]["type"] == "TimerHandle" and made["ringio"]["asyncio's"]
     assert made["ringio"]["scheduled"] is True
+
+
+def test_the_loops_timer_class_adds_only_a_native_cancel():
+    lp = ringio.EventLoop()
+    try:
+        kind = type(lp.call_later(5.0, print))
+    finally:
+        lp.close()
+    assert kind.__mro__[1] is asyncio.TimerHandle
+    assert kind.__slots__ == ()
+    own = set(vars(kind)) - {"__module__", "__qualname__", "__doc__", "__slots__"}
+    assert own == {"cancel"}
+    assert type(kind.cancel).__name__ == "method_descriptor"
 
 
 def test_call_at_keeps_the_time_given_and_the_heap_order(any_loop):

@@ -87,10 +87,10 @@ class TransportWriter:
 
 @final
 class LoopCalls:
-    """``call_soon``, ``call_later``, ``call_at``, ``create_task``, ``is_running``
-    and ``get_debug`` of one ringio.EventLoop as native calls (installed as the
-    loop's instance attributes), falling back to `loop_class`'s Python methods
-    outside the common case."""
+    """``call_soon``, ``call_later``, ``call_at``, ``create_task``,
+    ``create_future``, ``is_running`` and ``get_debug`` of one ringio.EventLoop as
+    native calls (installed as the loop's instance attributes), falling back to
+    `loop_class`'s Python methods outside the common case."""
 
     def __init__(self, event_loop: Any, loop_class: type) -> None: ...
     @staticmethod
@@ -107,8 +107,14 @@ class LoopCalls:
     def create_task(
         self, coro: Coroutine[Any, Any, _T], **kwargs: Any
     ) -> asyncio.Task[_T]: ...
+    def create_future(self) -> asyncio.Future[Any]: ...
     def is_running(self) -> bool: ...
     def get_debug(self) -> bool: ...
+
+def timer_handle_type() -> type[asyncio.TimerHandle] | None:
+    """The loop's subclass of ``asyncio.TimerHandle`` (nothing added but a native
+    ``cancel``), made once per process; None where asyncio's handles have no slots
+    the core can set."""
 
 def _fail_receive_allocations(count: int) -> None:
     """Makes the next `count` allocations of received data fail as though memory

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from .. import _ring_hook, uring
 from .._core.loop import LoopCalls as _LoopCalls
 from .._core.loop import LoopCore as _LoopCore
+from .._core.loop import timer_handle_type as _timer_handle_type
 from .._engines import uring_refusal
 from . import _asyncio_compat as _compat
 from ._ring import LoopRing
@@ -54,7 +55,11 @@ _RECV_POOL = 64
 # transport, running on the ring selector's polls (for A/B comparisons); the default
 # is the ring transport.
 _Handle = asyncio.Handle
-_TimerHandle = asyncio.TimerHandle
+# The timers this loop makes: asyncio's TimerHandle, subclassed with nothing added
+# but a native cancel() (asyncio's is three Python frames); asyncio's own where the
+# core cannot set its slots.
+TimerHandle: type[asyncio.TimerHandle] = _timer_handle_type() or asyncio.TimerHandle
+_TimerHandle = TimerHandle
 _BASE_TIME = base_events.BaseEventLoop.time
 _MIN_SCHEDULED_TIMER_HANDLES = _compat.MIN_SCHEDULED_TIMER_HANDLES
 _MIN_CANCELLED_TIMER_HANDLES_FRACTION = _compat.MIN_CANCELLED_TIMER_HANDLES_FRACTION
@@ -73,6 +78,7 @@ _NATIVE_CALLS = (
     "create_task",
     "is_running",
     "get_debug",
+    "create_future",
 )
 
 __all__ = ["EventLoop", "install", "new_event_loop", "run"]
@@ -115,9 +121,10 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     # ------------------------------------------------------------ scheduling
 
     def _install_native_calls(self) -> None:
-        # call_soon, call_later, call_at, create_task, is_running and get_debug as
-        # native calls (``_LoopCalls``): instance attributes, which asyncio's C
-        # tasks and futures and everyone else find before the class's methods.
+        # call_soon, call_later, call_at, create_task, is_running, get_debug and
+        # create_future as native calls (``_LoopCalls``): instance attributes,
+        # which asyncio's C tasks and futures and everyone else find before the
+        # class's methods.
         # Each is left out where the loop's class has another method of that name
         # (a subclass's own, or one patched on the class), and call_later also
         # where the class has its own time(); close() removes them.
@@ -198,7 +205,8 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         self, when: float, callback: Callable[..., object], args: tuple[Any, ...], context: Any
     ) -> asyncio.TimerHandle:
         # asyncio's TimerHandle(when, callback, args, self, context), its fields set
-        # here: the same object asyncio's call_at pushes, one frame fewer each.
+        # here: the object asyncio's call_at pushes (of the loop's subclass), one
+        # frame fewer each.
         timer = _new_handle(_TimerHandle)
         timer._context = _copy_context() if context is None else context
         timer._loop = self
