@@ -20,16 +20,28 @@ const RELEASE_GIL_FROM: usize = 64 * 1024;
 /// the kernel's OSError otherwise (EOPNOTSUPP where the file cannot do RWF_NOWAIT).
 /// `memory`: the caller knows the file is on a memory filesystem (see
 /// `on_memory_filesystem`), so the read is a plain one, one call.
+/// `head`, `head_from`: the result starts with `head[head_from:]`, the read's bytes
+/// behind them (a buffered file's unread bytes, a partial line, and the next chunk
+/// in one object, without a second copy of the chunk); None as before where the
+/// cache does not hold the read.
 #[pyfunction]
-#[pyo3(signature = (fd, n, offset, memory=false))]
+#[pyo3(signature = (fd, n, offset, memory=false, *, head=None, head_from=0))]
 pub fn pread_nowait(
     py: Python<'_>,
     fd: RawFd,
     n: usize,
     offset: i64,
     memory: bool,
+    head: Option<&Bound<'_, PyBytes>>,
+    head_from: usize,
 ) -> PyResult<Option<Py<PyBytes>>> {
-    Ok(read_cached(py, fd, n, offset, memory)?.map(Bound::unbind))
+    let head = match head {
+        Some(b) => b.as_bytes().get(head_from..).ok_or_else(|| {
+            pyo3::exceptions::PyValueError::new_err("head_from is past the end of head")
+        })?,
+        None => &[],
+    };
+    Ok(read_cached_after(py, head, fd, n, offset, memory)?.map(Bound::unbind))
 }
 
 /// `pread_nowait` into a writable buffer: the byte count when the page cache held
@@ -213,9 +225,23 @@ pub fn read_cached<'py>(
     offset: i64,
     memory: bool,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    read_cached_after(py, &[], fd, n, offset, memory)
+}
+
+/// `read_cached` into a bytes object that starts with `head`.
+fn read_cached_after<'py>(
+    py: Python<'py>,
+    head: &[u8],
+    fd: RawFd,
+    n: usize,
+    offset: i64,
+    memory: bool,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
     check(py, fd, offset)?;
-    let len = ffi::Py_ssize_t::try_from(n)
-        .map_err(|_| pyo3::exceptions::PyOverflowError::new_err("read size too large"))?;
+    let len = n
+        .checked_add(head.len())
+        .and_then(|total| ffi::Py_ssize_t::try_from(total).ok())
+        .ok_or_else(|| pyo3::exceptions::PyOverflowError::new_err("read size too large"))?;
     // SAFETY: a NULL source asks CPython for an uninitialised bytes object of `len`
     // bytes; it is not visible to any Python code until we return it, so filling it
     // in place is allowed (the documented use of this call).
@@ -223,7 +249,12 @@ pub fn read_cached<'py>(
     // SAFETY: `raw` is a new reference or NULL with an exception set.
     let obj: Bound<'_, PyBytes> = unsafe { Bound::from_owned_ptr_or_err(py, raw)? }.cast_into()?;
     // SAFETY: the object is a bytes object of `len` bytes, owned by us alone.
-    let data = unsafe { ffi::PyBytes_AsString(obj.as_ptr()) } as usize;
+    let start = unsafe { ffi::PyBytes_AsString(obj.as_ptr()) } as usize;
+    // SAFETY: `head` (borrowed from a live object) and the new object's first
+    // `head.len()` bytes do not overlap; the object holds `len` >= `head.len()`
+    // bytes.
+    unsafe { std::ptr::copy_nonoverlapping(head.as_ptr(), start as *mut u8, head.len()) };
+    let data = start + head.len();
     // SAFETY: the unshared bytes object holds `n` writable bytes at `data` and
     // outlives the call (`obj` is held in this frame).
     let read = move || unsafe { fill_nowait(fd, data, n, offset, memory) };
@@ -241,8 +272,9 @@ pub fn read_cached<'py>(
         return Ok(Some(obj));
     }
     // Short at the end of the file: an exact-size copy.
-    // SAFETY: the first `got` bytes were written by the kernel.
-    let filled = unsafe { std::slice::from_raw_parts(data as *const u8, got) };
+    // SAFETY: the first `head.len()` bytes were copied above and the next `got`
+    // written by the kernel.
+    let filled = unsafe { std::slice::from_raw_parts(start as *const u8, head.len() + got) };
     Ok(Some(PyBytes::new(py, filled)))
 }
 

@@ -36,9 +36,9 @@ def kernel_reads(monkeypatch):
     raw_read, readinto_once = AsyncFileIO._raw_read, AsyncFileIO._readinto_once
     raw_readinto_now = AsyncFileIO._readinto_now
 
-    def counted_pread_nowait(fd, n, offset, *args):
+    def counted_pread_nowait(fd, n, offset, *args, **kwargs):
         calls.append(n)
-        return pread_nowait(fd, n, offset, *args)
+        return pread_nowait(fd, n, offset, *args, **kwargs)
 
     async def counted_raw_read(self, n):
         calls.append(n)
@@ -143,3 +143,57 @@ async def test_sequential_runs_match_the_builtin_file(engine, path, buffering):
             await f.seek(0)
             ref.seek(0)
             assert await f.read() == ref.read()
+
+
+LINES = b"".join(b"line %d %s\n" % (i, b"x" * (i % 97)) for i in range(12_000))
+
+
+async def test_line_iteration_reads_each_chunk_behind_the_partial_line(
+    engine, cached_file, monkeypatch
+):
+    # Lines cross the chunks the file reads; a cached chunk is read in behind the
+    # partial line into one bytes object (no join copying the chunk again). The
+    # lines are the builtin file's.
+    path = cached_file(LINES)
+    joined: list[int] = []
+    append_read = buffered_module.AsyncBufferedFile._append_read
+
+    def counted_append_read(self, data):
+        if self._rpos < len(self._rbuf):  # a join: the chunk copied behind the rest
+            joined.append(len(data))
+        return append_read(self, data)
+
+    monkeypatch.setattr(buffered_module.AsyncBufferedFile, "_append_read", counted_append_read)
+    async with ringio.open(path, "rb") as f:
+        inline = f.raw._inline_reads
+        got = [line async for line in f]
+        assert await f.tell() == len(LINES)
+    with open(path, "rb") as f:
+        assert got == list(f)
+    if inline:
+        assert joined == []
+
+
+def test_pread_nowait_reads_behind_a_head(cached_file):
+    path = cached_file(LINES)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pread_nowait = ringio._core.pread_nowait
+        assert pread_nowait(fd, 10, 5, head=b"abcd", head_from=1) == b"bcd" + LINES[5:15]
+        assert pread_nowait(fd, 10, 5, head=b"abcd", head_from=4) == LINES[5:15]
+        assert pread_nowait(fd, 10, 5, head=b"") == LINES[5:15]
+        # Short at the end of the file; nothing at it: the head alone.
+        end = len(LINES)
+        assert pread_nowait(fd, 10, end - 3, head=b"ab") == b"ab" + LINES[-3:]
+        assert pread_nowait(fd, 10, end, head=b"ab") == b"ab"
+        with pytest.raises(ValueError, match="head_from"):
+            pread_nowait(fd, 10, 0, head=b"ab", head_from=3)
+        with pytest.raises(TypeError):
+            pread_nowait(fd, 10, 0, head=bytearray(b"ab"))
+        with pytest.raises(TypeError):
+            pread_nowait(fd, 10, 0, False, b"ab")  # head is keyword-only
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError) as err:
+        ringio._core.pread_nowait(fd, 10, 0, head=b"ab")
+    assert err.value.errno == 9  # EBADF: the fd is closed

@@ -197,12 +197,22 @@ class LineIter:
     def __iter__(self) -> LineIter: ...
     def __next__(self) -> Any: ...
 
-def pread_nowait(fd: int, n: int, offset: int, memory: bool = False) -> bytes | None:
+def pread_nowait(
+    fd: int,
+    n: int,
+    offset: int,
+    memory: bool = False,
+    *,
+    head: bytes | None = None,
+    head_from: int = 0,
+) -> bytes | None:
     """``preadv2(fd, n, offset, RWF_NOWAIT)`` into a new bytes: None where the data
     is not all cached (the caller then goes through the kernel queue); raises the
     kernel's OSError otherwise. A file of a memory filesystem (tmpfs, ramfs), which
     refuses RWF_NOWAIT, is read without it; `memory` says the caller knows it is one
-    (one call instead of three)."""
+    (one call instead of three). With `head`, the result starts with
+    ``head[head_from:]`` and the bytes read follow (ValueError where `head_from` is
+    past its end)."""
 def preadinto_nowait(fd: int, buffer: Buffer, offset: int, memory: bool = False) -> int | None:
     """``pread_nowait`` into a writable buffer: the byte count when the cache held
     all of it (less only at the end of the file), else None."""

@@ -339,6 +339,10 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
         """Whether a read at the position may be served from the page cache now,
         without an await: nothing comes before it (no op holds or awaits the lock,
         no cancelled op's result or bytes are due) and the position is known."""
+        return self._may_read_inline_holding_lock() and self._lock.idle()
+
+    def _may_read_inline_holding_lock(self) -> bool:
+        """``_may_read_inline`` for the op that holds the file's lock."""
         return (
             self._inline_reads
             and self._seekable
@@ -348,7 +352,6 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
             and self._hint.read
             and not self._closed
             and not self._eng.closed
-            and self._lock.idle()
         )
 
     def _read_now(self, size: Any) -> bytes | None:
