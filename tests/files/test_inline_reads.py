@@ -224,3 +224,73 @@ async def test_misuse_raises_as_the_builtin_does(engine, path, buffering):
             await f.pread(-1, 0)
         with pytest.raises(ValueError):
             await f.pread(1, -1)
+
+
+def _ringio_frames(coro_fn):
+    """A list, and a coroutine function that awaits `coro_fn()` and fills the list
+    with the ringio ``_io`` functions that run meanwhile."""
+    names: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call" and "/ringio/_io/" in frame.f_code.co_filename:
+            names.append(frame.f_code.co_name)
+
+    async def run():
+        sys.setprofile(profile)
+        try:
+            return await coro_fn()
+        finally:
+            sys.setprofile(None)
+
+    return names, run
+
+
+async def test_a_read_the_read_buffer_holds_runs_no_other_frame(engine, path):
+    # read() and readinto() of bytes the read buffer holds are served by the
+    # coroutine's own first step: no further method runs.
+    async with ringio.open(path, "rb") as f:
+        assert await f.read(10) == PAYLOAD[:10]  # fills the read buffer
+        names, run = _ringio_frames(lambda: f.read(100))
+        assert await run() == PAYLOAD[10:110]
+        assert names == ["read"]
+        buf = bytearray(50)
+        names, run = _ringio_frames(lambda: f.readinto(buf))
+        assert await run() == 50 and buf == PAYLOAD[110:160]
+        assert names == ["readinto"]
+        assert await f.tell() == 160
+
+
+async def test_reads_from_the_read_buffer_keep_the_files_rules(engine, path):
+    # What the served-at-once path must still respect: a line lent to iteration,
+    # a refused buffer, and a closed file, each as the builtin file does.
+    with open(path, "rb") as ref:
+        async with ringio.open(path, "rb") as f:
+            assert await f.read(3) == ref.read(3)
+            assert await f.readline() == ref.readline()
+            assert await f.__anext__() == next(ref)  # the rest of the chunk lent out
+            assert await f.read(7) == ref.read(7)
+            assert await f.__anext__() == next(ref)
+            buf = bytearray(9)
+            assert await f.readinto(buf) == ref.readinto(b := bytearray(9)) and buf == b
+            with pytest.raises(TypeError, match="read-write bytes-like"):
+                await f.readinto(b"immutable")
+            with pytest.raises(TypeError, match="read-write bytes-like"):
+                ref.readinto(b"immutable")
+            assert await f.read(5) == ref.read(5)
+        for call in (lambda: f.read(1), lambda: f.readinto(bytearray(1))):
+            with pytest.raises(ValueError, match="closed file"):
+                await call()
+
+
+async def test_a_read_from_the_buffer_waits_behind_an_op_holding_the_lock(engine, path):
+    # An op that took the file's lock first (here a seek, waiting on the lock
+    # held by a read) runs first; a read the buffer could serve waits its turn.
+    async with ringio.open(path, "rb") as f:
+        await f.read(1)
+        async with f._lock:
+            seek = asyncio.ensure_future(f.seek(1000))
+            read = asyncio.ensure_future(f.read(4))
+            await asyncio.sleep(0)
+            assert not seek.done() and not read.done()
+        assert await seek == 1000
+        assert await read == PAYLOAD[1000:1004]

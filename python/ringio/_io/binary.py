@@ -125,6 +125,10 @@ class _BinaryFile(LineReading[bytes], _Base):
         data = self._read_now(size)
         if data is not None:
             return data
+        return await self._read_waiting(size)
+
+    async def _read_waiting(self, size: int | None) -> bytes:
+        """``read(size)`` where ``_read_now`` could not serve it."""
         self._check_readable()
         size = _index(size)
         if size < 0:
@@ -138,6 +142,10 @@ class _BinaryFile(LineReading[bytes], _Base):
         got = self._readinto_now(buffer)
         if got is not None:
             return got
+        return await self._readinto_waiting(buffer)
+
+    async def _readinto_waiting(self, buffer: Any) -> int:
+        """``readinto(buffer)`` where ``_readinto_now`` could not serve it."""
         self._unlines()
         self._check_readable()
         try:

@@ -243,6 +243,51 @@ class AsyncBufferedFile(_BinaryFile):
         self._last_fill_end = pos
         self._fill = self._bufsize
 
+    async def read(self, size: int | None = -1) -> bytes:
+        """Reads up to `size` bytes (all, to EOF, when negative or None)."""
+        # _read_now's case of a read the read buffer holds whole, inlined: the path
+        # of every small sequential read (a method call was an eighth of it).
+        rbuf, rpos = self._rbuf, self._rpos
+        if type(size) is int and 0 <= size <= len(rbuf) - rpos and self._cursor is None:
+            lock = self._lock
+            if (
+                not lock._locked  # type: ignore[attr-defined]
+                and not lock._waiters  # type: ignore[attr-defined]
+                and self._readable
+                and not self.raw._closed
+            ):
+                self._rpos = rpos + size
+                return rbuf[rpos : rpos + size]
+        data = self._read_now(size)
+        if data is not None:
+            return data
+        return await self._read_waiting(size)
+
+    async def readinto(self, buffer: Any) -> int:
+        """Reads into a writable bytes-like object; returns the byte count."""
+        # _readinto_now's case of a read the read buffer holds whole, inlined (as
+        # read's above).
+        rpos = self._rpos
+        if len(self._rbuf) > rpos and self._cursor is None:
+            lock = self._lock
+            if (
+                not lock._locked  # type: ignore[attr-defined]
+                and not lock._waiters  # type: ignore[attr-defined]
+                and self._readable
+                and not self.raw._closed
+            ):
+                try:
+                    got = copy_whole_into(buffer, self._rbuf, rpos)
+                except Exception:  # not a writable buffer: the slow path says so
+                    got = -1
+                if got >= 0:
+                    self._rpos = rpos + got
+                    return got
+        got = self._readinto_now(buffer)
+        if got is not None:
+            return got
+        return await self._readinto_waiting(buffer)
+
     def _read_now(self, size: Any) -> bytes | None:
         """``read(size)`` from the read buffer, refilled from the page cache where it
         holds the bytes; else None (nothing changed)."""
