@@ -21,6 +21,7 @@ pub mod op;
 pub mod pydriver;
 pub mod pytype;
 pub mod ready;
+pub mod ready_future;
 pub mod ring;
 pub mod started;
 pub mod sync;
@@ -133,6 +134,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     op::fs::register(m)?;
     lines::register(m)?;
     ready::register(m)?;
+    ready_future::register(m)?;
     inline_read::register(m)?;
     started::register(m)?;
     add_submodule(m, "uring", fill_uring)?;

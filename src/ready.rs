@@ -8,6 +8,10 @@
 //! `asyncio.create_task(f.pread(n, off))` works whether the read was served at once
 //! or not. The operation has already happened when the object exists, so one that
 //! is never awaited has still happened (a coroutine would not have started).
+//!
+//! In a running loop it is also a done asyncio future (ready_future.rs adds those
+//! methods to the type), so that `asyncio.gather` and the other helpers take it
+//! with no task made for it.
 
 use std::ffi::{c_int, c_void};
 use std::ptr;
@@ -31,7 +35,7 @@ struct Ready {
     value: *mut ffi::PyObject,
 }
 
-const REUSED: &str = "cannot reuse an already awaited ringio result";
+pub(crate) const REUSED: &str = "cannot reuse an already awaited ringio result";
 
 /// A new `Ready` holding `value` (the reference moves into it).
 pub fn ready<'py>(py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -103,6 +107,15 @@ unsafe fn take(py: Python<'_>, slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
         (*r).value = ptr::null_mut();
         value
     }
+}
+
+/// The value, borrowed, or NULL once taken (no exception set).
+///
+/// # Safety
+/// The GIL must be held; `slf` is a live Ready.
+pub(crate) unsafe fn peek(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: caller's contract.
+    unsafe { (*(slf as *mut Ready)).value }
 }
 
 /// Sets StopIteration(value), taking the reference to `value`; always NULL.

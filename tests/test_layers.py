@@ -56,7 +56,7 @@ RUST_LAYERS: list[set[str]] = [
     {"buffers"},
     {"ring"},
     {"op", "engine", "aio", "uring", "lines", "fastpath", "started"},
-    {"pydriver", "ready", "deferred", "inline_read"},
+    {"pydriver", "ready", "ready_future", "deferred", "inline_read"},
     {"net", "conn"},
     {"loopcore"},
     {"lib"},

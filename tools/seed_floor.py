@@ -16,7 +16,15 @@ Shapes:
                      ringio read at all, only the loop, the futures and gather
   *@asyncio          the same on asyncio's own loop
 
+The children keep their heap (glibc's MALLOC_TRIM_THRESHOLD_ and MALLOC_TOP_PAD_
+set high), as the bench's worker process, which has run other code first, keeps
+its own: a fresh small process gives the top of its heap back after each round and
+faults it in again in the next, which at 12 files of 1-100 KB made `open()`'s round
+263 µs of CPU instead of the bench's 98-112 (2026-11-28). `--glibc-defaults`
+leaves glibc as it is.
+
 usage: python tools/seed_floor.py [--rounds 3] [--reads 1000] [--files 1,6,12,24]
+                                  [--glibc-defaults]
 """
 
 from __future__ import annotations
@@ -86,7 +94,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reads", type=int, default=1000)
     ap.add_argument("--files", default="1,6,12,24")
+    ap.add_argument("--glibc-defaults", action="store_true",
+                    help="let the children give their heap back (glibc's default)")  # fmt: skip
     args = ap.parse_args()
+    env = dict(os.environ)
+    if not args.glibc_defaults:
+        env.update(MALLOC_TRIM_THRESHOLD_=str(256 << 20), MALLOC_TOP_PAD_=str(16 << 20))
     counts = [int(n) for n in args.files.split(",")]
     with tempfile.TemporaryDirectory(prefix="ringio-seed-", dir=os.getcwd()) as root:
         # The bench's files: the same seeded sizes, 1-100 KB.
@@ -103,7 +116,7 @@ def main() -> None:
                 for shape in SHAPES:
                     out = subprocess.run(
                         [sys.executable, "-c", CHILD, shape, str(args.reads), *paths[:n]],
-                        capture_output=True, text=True, check=True,
+                        capture_output=True, text=True, check=True, env=env,
                     )  # fmt: skip
                     wall, cpu = json.loads(out.stdout.strip().splitlines()[-1])
                     runs.setdefault((shape, n), []).append((wall, cpu))
