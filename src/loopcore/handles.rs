@@ -5,11 +5,11 @@
 //! Python method it costs a frame, eight attribute stores and two calls; here it is
 //! one native call that makes the same object asyncio's `call_soon` makes (an
 //! `asyncio.Handle`, so that everything asyncio and its users do with a handle
-//! still works), through the descriptor protocol: the fields are the class's
-//! `__slots__`, each a `member_descriptor` whose set and get functions are taken
-//! once from its type. No layout is assumed: where a field is not such a slot (an
-//! interpreter whose `Handle` differs), [`HandleSlots::get`] is None and the loop
-//! keeps its Python `call_soon`.
+//! still works). The fields are the class's `__slots__`, each a
+//! `member_descriptor` whose `PyMemberDef` gives the field's place in an instance,
+//! where they are read and written as the descriptor would (see [`Slot`]). Where a
+//! field is not such a slot (an interpreter whose `Handle` differs),
+//! [`HandleSlots::get`] is None and the loop keeps its Python `call_soon`.
 
 use std::ffi::c_int;
 
@@ -19,12 +19,23 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyTuple, PyType};
 
-/// One slot of `asyncio.Handle`: its `member_descriptor` and that type's
-/// `tp_descr_get`/`tp_descr_set`.
+/// One slot of `asyncio.Handle`: its `member_descriptor`, that type's
+/// `tp_descr_get`/`tp_descr_set`, and where the slot lives in an instance.
+///
+/// An instance of the slot's class (or a subclass, which keeps its base's layout)
+/// holds the slot's object reference at `offset`: the `PyMemberDef` of a
+/// `__slots__` entry is a writable `Py_T_OBJECT_EX` member. Those instances are
+/// read and written there directly, as `PyMember_GetOne` and `PyMember_SetOne`
+/// do, without the descriptor's two calls (a fifth of a `call_soon` and its run);
+/// anything else goes through the descriptor, which raises what attribute access
+/// raises.
 struct Slot {
     descr: Py<PyAny>,
     get: ffi::descrgetfunc,
     set: ffi::descrsetfunc,
+    /// The class whose `__slots__` made the slot.
+    owner: Py<PyType>,
+    offset: ffi::Py_ssize_t,
 }
 
 impl Slot {
@@ -41,6 +52,20 @@ impl Slot {
             return Ok(None);
         };
         if !descr.get_type().is(member) {
+            return Ok(None);
+        }
+        // SAFETY: `descr` is a `member_descriptor` (its exact type checked above),
+        // whose C layout is PyMemberDescrObject on CPython 3.11+; `d_member`
+        // points at the PyMemberDef the class keeps for as long as it lives.
+        let (type_code, flags, offset) = unsafe {
+            let def = (*(descr.as_ptr() as *mut ffi::PyMemberDescrObject)).d_member;
+            ((*def).type_code, (*def).flags, (*def).offset)
+        };
+        // SAFETY: `class` is a live type object; only its size is read.
+        let basicsize = unsafe { (*class.as_type_ptr()).tp_basicsize };
+        let fits = offset >= std::mem::size_of::<ffi::PyObject>() as ffi::Py_ssize_t
+            && offset + std::mem::size_of::<*mut ffi::PyObject>() as ffi::Py_ssize_t <= basicsize;
+        if type_code != ffi::Py_T_OBJECT_EX || flags & ffi::Py_READONLY != 0 || !fits {
             return Ok(None);
         }
         let kind = member.as_type_ptr();
@@ -68,13 +93,40 @@ impl Slot {
             descr: descr.unbind(),
             get,
             set,
+            owner: class.clone().unbind(),
+            offset,
         }))
+    }
+
+    /// Where `obj` keeps this slot, if `obj` is an instance of the slot's class.
+    fn place(&self, obj: &Bound<'_, PyAny>) -> Option<*mut *mut ffi::PyObject> {
+        let owner = self.owner.as_ptr() as *mut ffi::PyTypeObject;
+        // SAFETY: `obj` is live; Py_TYPE reads its type, PyType_IsSubtype walks
+        // the MRO of two live types.
+        let instance = unsafe {
+            let kind = ffi::Py_TYPE(obj.as_ptr());
+            kind == owner || ffi::PyType_IsSubtype(kind, owner) != 0
+        };
+        // SAFETY: an instance of the owner (or a subclass, which extends its
+        // layout) is at least the owner's basicsize, which `of` checked the
+        // offset against.
+        instance.then(|| unsafe {
+            (obj.as_ptr() as *mut u8).offset(self.offset) as *mut *mut ffi::PyObject
+        })
     }
 
     /// `obj.<slot>`, as attribute access finds it (the descriptor is a data
     /// descriptor of `obj`'s class or a base).
     fn read<'py>(&self, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let py = obj.py();
+        if let Some(place) = self.place(obj) {
+            // SAFETY: `place` is the slot of a live instance: NULL (unset: the
+            // descriptor below raises AttributeError) or a reference the instance
+            // holds, from which a new one is made.
+            if let Some(value) = unsafe { Bound::from_borrowed_ptr_or_opt(py, *place) } {
+                return Ok(value);
+            }
+        }
         // SAFETY: called as the descriptor protocol calls tp_descr_get: the
         // descriptor, the instance and its type, all live for the call; the result
         // is a new reference, or NULL with an exception set (the descriptor checks
@@ -88,6 +140,16 @@ impl Slot {
 
     /// `obj.<slot> = value`.
     fn write(&self, obj: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        if let Some(place) = self.place(obj) {
+            // SAFETY: `place` is the slot of a live instance; as PyMember_SetOne
+            // does for Py_T_OBJECT_EX: the new reference is stored before the old
+            // one (if any) is released, since releasing it may run any code.
+            unsafe {
+                let old = std::mem::replace(&mut *place, value.clone().into_ptr());
+                ffi::Py_XDECREF(old);
+            }
+            return Ok(());
+        }
         // SAFETY: called as attribute assignment calls tp_descr_set: the descriptor,
         // the instance and the new value, all live for the call; the descriptor
         // checks the instance's class, takes its own reference to `value` and

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::exceptions::PyRuntimeError;
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -356,16 +357,57 @@ impl HandleKinds {
             ),
         };
         let args = args.cast::<PyTuple>()?;
-        let mut call = Vec::with_capacity(args.len() + 2);
-        call.push(context);
-        call.push(callback);
-        call.extend(args.iter());
-        match self.context_run.bind(py).call1(PyTuple::new(py, call)?) {
-            Ok(_) => Ok(()),
+        match run_in_context(&context, &callback, args) {
+            Ok(()) => Ok(()),
             Err(e) if is_fatal(py, &e) => Err(e),
             Err(e) => report_error.call1((handle, e.into_value(py))).map(drop),
         }
     }
+}
+
+/// `context.run(callback, *args)`, as `Handle._run` calls it. For a
+/// `contextvars.Context`, what `Context.run` does: enter it (RuntimeError for one
+/// already entered), call, exit; without the method call and the argument tuple
+/// `Context.run` needs from native code (a tenth of a `call_soon` and its run).
+/// Any other object's own `run` is called, as asyncio calls it.
+fn run_in_context(
+    context: &Bound<'_, PyAny>,
+    callback: &Bound<'_, PyAny>,
+    args: &Bound<'_, PyTuple>,
+) -> PyResult<()> {
+    let py = context.py();
+    // SAFETY: `context` is live; the check reads its type only.
+    if unsafe { ffi::PyContext_CheckExact(context.as_ptr()) } == 0 {
+        let mut call = Vec::with_capacity(args.len() + 1);
+        call.push(callback.clone());
+        call.extend(args.iter());
+        return context
+            .call_method1(pyo3::intern!(py, "run"), PyTuple::new(py, call)?)
+            .map(drop);
+    }
+    let n = args.len();
+    // SAFETY: `context` is live; PyContext_Enter checks its type and returns -1
+    // with an exception set when it cannot enter it.
+    if unsafe { ffi::PyContext_Enter(context.as_ptr()) } < 0 {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: the arguments are the tuple's `n` items, borrowed from the tuple,
+    // which `args` holds for the whole call (a callback that replaces its
+    // handle's `_args` drops the slot's reference, not this one); a tuple's items
+    // never change. The result is a new reference or NULL with an exception set.
+    let result = unsafe {
+        let items = (*(args.as_ptr() as *mut ffi::PyTupleObject))
+            .ob_item
+            .as_ptr();
+        let r = ffi::PyObject_Vectorcall(callback.as_ptr(), items, n, std::ptr::null_mut());
+        Bound::from_owned_ptr_or_err(py, r)
+    };
+    // SAFETY: the context entered above, in this thread, and not exited since
+    // (the callback's own enters and exits pair up, or Exit reports it).
+    if unsafe { ffi::PyContext_Exit(context.as_ptr()) } < 0 {
+        return Err(PyErr::fetch(py));
+    }
+    result.map(drop)
 }
 
 /// Native loop iterations so far (all loops of the process).

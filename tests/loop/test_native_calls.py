@@ -109,6 +109,93 @@ def test_a_callback_that_raises_goes_to_the_exception_handler(make_loop):
     assert type(seen[0]["handle"]) is asyncio.Handle
 
 
+def _handler_errors(loop) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    loop.set_exception_handler(
+        lambda lp, ctx: seen.append((type(ctx["exception"]).__name__, str(ctx["exception"])))
+    )
+    return seen
+
+
+def test_a_context_already_entered_is_reported_and_the_rest_run(make_loop):
+    loop = make_loop()
+    seen = _handler_errors(loop)
+    ctx = contextvars.copy_context()
+    var = contextvars.ContextVar("var", default="unset")
+    out = []
+
+    async def main():
+        # The loop runs inside ctx: a handle that enters ctx again cannot.
+        loop.call_soon(out.append, "refused", context=ctx)
+        loop.call_soon(lambda: out.append(var.get()))
+        await asyncio.sleep(0)
+
+    ctx.run(var.set, "inside")
+    ctx.run(loop.run_until_complete, main())
+    assert out == ["inside"]
+    assert len(seen) == 1 and seen[0][0] == "RuntimeError" and "already entered" in seen[0][1]
+    run_ready(loop)  # the context was left as it was: the loop runs outside it
+    loop.call_soon(out.append, "after", context=ctx)
+    run_ready(loop)
+    assert out == ["inside", "after"]
+
+
+class DuckContext:
+    """Not a contextvars.Context, with a run() of its own."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[object, ...]] = []
+
+    def run(self, callback, *args):
+        self.calls.append(args)
+        return callback(*args)
+
+
+def test_a_context_that_is_not_a_context_is_used_as_asyncio_uses_it(make_loop):
+    loop = make_loop()
+    seen = _handler_errors(loop)
+    duck, out = DuckContext(), []
+    loop.call_soon(out.append, 1, context=duck)
+    loop.call_soon(lambda *a: out.append(a), 2, 3, context=duck)
+    loop.call_soon(out.append, "no run", context=object())
+    loop.call_soon(out.append, "last")
+    run_ready(loop)
+    assert out == [1, (2, 3), "last"]
+    assert duck.calls == [(1,), (2, 3)]
+    assert seen == [("AttributeError", "'object' object has no attribute 'run'")]
+
+
+def test_a_callback_that_clears_its_own_handle_keeps_its_arguments(make_loop):
+    loop = make_loop()
+    out, handles = [], []
+
+    def clear_own(*args):
+        h = handles[0]
+        h._args = None  # the running call holds the tuple, not the slot
+        h._callback = None
+        gc.collect()
+        out.append(args)
+
+    handles.append(loop.call_soon(clear_own, "a", object(), 3))
+    run_ready(loop)
+    assert out[0][0] == "a" and out[0][2] == 3
+
+
+def test_keyboard_interrupt_from_a_callback_leaves_the_loop(make_loop):
+    loop = make_loop()
+    out = []
+
+    def interrupt():
+        raise KeyboardInterrupt
+
+    loop.call_soon(interrupt)
+    loop.call_soon(out.append, "next")
+    with pytest.raises(KeyboardInterrupt):
+        run_ready(loop)
+    run_ready(loop)  # the handles after it are still queued, as asyncio keeps them
+    assert out == ["next"]
+
+
 class Truth:
     """A flag whose truth is Python code, which also replaces the attribute it is
     read from (dropping the dict's reference to this object while it is judged)."""
