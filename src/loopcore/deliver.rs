@@ -13,8 +13,7 @@ use crate::conn::recv::Arm;
 use crate::pydriver::ring::Ring;
 
 use super::action::{bytes_from_segs, with_bufring, Action, Payload};
-use super::callbacks::{Callbacks, Method, Receiver};
-use super::iteration::HandleKinds;
+use super::callbacks::{call_in_context, Callbacks, Method, Receiver};
 use super::pybytes::new_bytes;
 use super::transport::Conn;
 use super::{CoreState, LoopCore, BIG_BUFSIZE};
@@ -212,10 +211,7 @@ impl LoopCore {
             Err(e) => return fail(e, "Fatal read error on socket transport"),
         };
         let r = match ctx {
-            Some(c) => {
-                let run = HandleKinds::get(py)?.context_run.bind(py);
-                run.call1((c, dr.bind(py), arg))
-            }
+            Some(c) => call_in_context(c, dr.bind(py), &[arg.bind(py).as_any()]),
             None => dr.bind(py).call1((arg,)),
         };
         match r {
@@ -245,10 +241,11 @@ impl LoopCore {
         let mut off = 0;
         while off < data.len() {
             let got = match ctx {
-                Some(c) => {
-                    let run = HandleKinds::get(py)?.context_run.bind(py);
-                    run.call1((c, get_buffer.bind(py), -1))
-                }
+                Some(c) => call_in_context(
+                    c,
+                    get_buffer.bind(py),
+                    &[(-1i32).into_pyobject(py)?.as_any()],
+                ),
                 None => get_buffer.bind(py).call1((-1,)),
             };
             let buf = match got {

@@ -4,7 +4,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::exceptions::PyRuntimeError;
-use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -13,7 +12,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use crate::op::Completion;
 use crate::pydriver::ring::Ring;
 
-use super::callbacks::is_fatal;
+use super::callbacks::{call_in_context_tuple, is_fatal};
 use super::handles::HandleSlots;
 use super::timers;
 use super::LoopCore;
@@ -286,14 +285,13 @@ impl LoopCore {
 
 /// What running the ready handles needs, looked up once: asyncio's own handle
 /// classes (whose `_run` this does natively; a subclass's own `_run` is called
-/// instead), `Context.run`, and the ready queue's `collections.deque`, from the
-/// public modules that define them.
+/// instead) and the ready queue's `collections.deque`, from the public modules
+/// that define them.
 pub(super) struct HandleKinds {
     pub(super) handle: Py<PyAny>,
     pub(super) timer_handle: Py<PyAny>,
     /// The loop's `TimerHandle` (where the core makes its timers).
     ring_timer: Option<Py<PyType>>,
-    pub(super) context_run: Py<PyAny>,
     /// `collections.deque` and its `popleft` (a method descriptor).
     pub(super) deque: Py<PyAny>,
     pub(super) deque_popleft: Py<PyAny>,
@@ -312,11 +310,6 @@ impl HandleKinds {
                 handle: events.getattr("Handle")?.unbind(),
                 timer_handle: events.getattr("TimerHandle")?.unbind(),
                 ring_timer: HandleSlots::get(py)?.map(|s| s.ring_timer_type(py).clone().unbind()),
-                context_run: py
-                    .import("contextvars")?
-                    .getattr("Context")?
-                    .getattr("run")?
-                    .unbind(),
             })
         })
     }
@@ -357,57 +350,12 @@ impl HandleKinds {
             ),
         };
         let args = args.cast::<PyTuple>()?;
-        match run_in_context(&context, &callback, args) {
-            Ok(()) => Ok(()),
+        match call_in_context_tuple(&context, &callback, args) {
+            Ok(_) => Ok(()),
             Err(e) if is_fatal(py, &e) => Err(e),
             Err(e) => report_error.call1((handle, e.into_value(py))).map(drop),
         }
     }
-}
-
-/// `context.run(callback, *args)`, as `Handle._run` calls it. For a
-/// `contextvars.Context`, what `Context.run` does: enter it (RuntimeError for one
-/// already entered), call, exit; without the method call and the argument tuple
-/// `Context.run` needs from native code (a tenth of a `call_soon` and its run).
-/// Any other object's own `run` is called, as asyncio calls it.
-fn run_in_context(
-    context: &Bound<'_, PyAny>,
-    callback: &Bound<'_, PyAny>,
-    args: &Bound<'_, PyTuple>,
-) -> PyResult<()> {
-    let py = context.py();
-    // SAFETY: `context` is live; the check reads its type only.
-    if unsafe { ffi::PyContext_CheckExact(context.as_ptr()) } == 0 {
-        let mut call = Vec::with_capacity(args.len() + 1);
-        call.push(callback.clone());
-        call.extend(args.iter());
-        return context
-            .call_method1(pyo3::intern!(py, "run"), PyTuple::new(py, call)?)
-            .map(drop);
-    }
-    let n = args.len();
-    // SAFETY: `context` is live; PyContext_Enter checks its type and returns -1
-    // with an exception set when it cannot enter it.
-    if unsafe { ffi::PyContext_Enter(context.as_ptr()) } < 0 {
-        return Err(PyErr::fetch(py));
-    }
-    // SAFETY: the arguments are the tuple's `n` items, borrowed from the tuple,
-    // which `args` holds for the whole call (a callback that replaces its
-    // handle's `_args` drops the slot's reference, not this one); a tuple's items
-    // never change. The result is a new reference or NULL with an exception set.
-    let result = unsafe {
-        let items = (*(args.as_ptr() as *mut ffi::PyTupleObject))
-            .ob_item
-            .as_ptr();
-        let r = ffi::PyObject_Vectorcall(callback.as_ptr(), items, n, std::ptr::null_mut());
-        Bound::from_owned_ptr_or_err(py, r)
-    };
-    // SAFETY: the context entered above, in this thread, and not exited since
-    // (the callback's own enters and exits pair up, or Exit reports it).
-    if unsafe { ffi::PyContext_Exit(context.as_ptr()) } < 0 {
-        return Err(PyErr::fetch(py));
-    }
-    result.map(drop)
 }
 
 /// Native loop iterations so far (all loops of the process).
