@@ -133,7 +133,13 @@ def test_a_context_already_entered_is_reported_and_the_rest_run(make_loop):
     ctx.run(var.set, "inside")
     ctx.run(loop.run_until_complete, main())
     assert out == ["inside"]
-    assert len(seen) == 1 and seen[0][0] == "RuntimeError" and "already entered" in seen[0][1]
+    if sys.version_info >= (3, 14):
+        # asyncio calls the exception handler in the handle's context too, which
+        # cannot be entered either: it logs the error instead.
+        assert seen == []
+    else:
+        assert len(seen) == 1 and seen[0][0] == "RuntimeError"
+        assert "already entered" in seen[0][1]
     run_ready(loop)  # the context was left as it was: the loop runs outside it
     loop.call_soon(out.append, "after", context=ctx)
     run_ready(loop)
