@@ -63,11 +63,25 @@ def test_files_smoke_run(
     monkeypatch.setattr(
         files, "SMOKE", dataclasses.replace(files.SMOKE, direct_rounds=2, rounds=2)
     )
+    # Every small-files worker keeps its heap (the same for every contender); no
+    # other worker's environment is changed.
+    envs: list[tuple[str, object]] = []
+    real_run_worker = files.run_worker
+
+    def recording_run_worker(module, spec, timeout=600, env=None):
+        envs.append((spec["kind"], env))
+        return real_run_worker(module, spec, timeout, env)
+
+    monkeypatch.setattr(files, "run_worker", recording_run_worker)
     out = tmp_path / "results"
     argv = ["bench", "files", "--smoke", "--out", str(out), "--engines", "aio,uring,bogus",
             "--peers", "open,nonexistent"]  # fmt: skip
     assert main(argv) == 0
     captured = capsys.readouterr()
+    assert {kind for kind, _ in envs} > {"small_files"}
+    for kind, env in envs:
+        assert env == (files.KEEP_HEAP if kind == "small_files" else None)
+    assert files.KEEP_HEAP["MALLOC_TRIM_THRESHOLD_"] == str(256 << 20)
 
     # Tables on stdout, one row per contender and parameter set.
     assert "## files" in captured.out

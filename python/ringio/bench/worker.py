@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -16,13 +16,19 @@ class WorkerSkipped(Exception):
     """The contender cannot run here (peer missing, backend unavailable)."""
 
 
-def run_worker(module: str, spec: dict[str, Any], timeout: float = 600) -> dict[str, Any]:
-    """Runs ``python -m module SPEC_JSON``; returns its JSON answer.
+def run_worker(
+    module: str,
+    spec: dict[str, Any],
+    timeout: float = 600,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Runs ``python -m module SPEC_JSON``, with `env` added to the environment;
+    returns its JSON answer.
 
     The answer holds either the figures, ``{"skipped": reason}`` or ``{"error": reason}``;
     a crash or a timeout becomes an error, never an exception in the parent.
     """
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     try:
         proc = subprocess.run(
             [sys.executable, "-m", module, json.dumps(spec)],

@@ -79,6 +79,17 @@ class Scale:
     rounds: int = 1
 
 
+# glibc gives the top of the heap back to the kernel on free() once more than its
+# trim threshold (128 KiB) is free there, and faults it in again at the next
+# allocation. A round of the small-files table frees up to 24 objects of 1-100 KB
+# together; whether they sat at the top of the heap depends on what the process
+# allocated before (its imports), so one contender's CPU time moved by up to 2x
+# between otherwise equal runs (2026-11-28: `open()` 98 or 158 µs of CPU a round at
+# 12 files, ringio 130 or 207). Every contender of that table runs with its heap
+# kept, as a long-running program's is.
+KEEP_HEAP = {"MALLOC_TRIM_THRESHOLD_": str(256 << 20), "MALLOC_TOP_PAD_": str(16 << 20)}
+
+
 FULL = Scale(
     1000, (1, 6, 12, 24), 20000, (1, 8, 64), 64 * MiB, (1, 32), 2, 256 * MiB, 100_000_000,
     direct_ops_qd1=40000, direct_ops=200_000, direct_rounds=5, rand_seconds=1.0, rounds=5,
@@ -229,7 +240,8 @@ def run(options: Options) -> WorkloadResult:
     failed: set[tuple[str, str]] = set()
 
     def job(contender: str, spec: dict[str, Any]) -> dict[str, Any] | None:
-        answer = run_worker(WORKER, {"contender": contender, **spec})
+        env = KEEP_HEAP if spec["kind"] == "small_files" else None
+        answer = run_worker(WORKER, {"contender": contender, **spec}, env=env)
         options.progress(0, 1)
         if "skipped" in answer or "error" in answer:
             key = (contender, spec["kind"])
@@ -274,7 +286,10 @@ def run(options: Options) -> WorkloadResult:
         note="threads: peak of /proc/self/task less io_workers, io_uring's kernel "
         "workers (iou-wrk-*: the kernel runs ops it cannot do inline there, such as "
         "an OPENAT, and they run no user code); RSS/VSZ: VmHWM/VmPeak of /proc/self/status; "
-        "CPU: process CPU time / wall time. Each contender in a process of its own; "
+        "CPU: process CPU time / wall time. Each contender in a process of its own, "
+        "its heap kept (glibc's MALLOC_TRIM_THRESHOLD_ and MALLOC_TOP_PAD_ set high, "
+        "the same for all: glibc's trimming of a fresh process's heap moved a "
+        "contender's CPU by up to 2x between runs); "
         f"{scale.rounds} round(s) of every contender in turn, medians (runtime min-max "
         "beside them).",
     )  # fmt: skip
