@@ -83,7 +83,8 @@ bench: bench-deps
 # (tests/engines/test_engine_threads.py), a file used from another loop or thread
 # (tests/engines/test_other_loop.py), the thread engine on ringio's loop.
 SANITIZE_TESTS ?= tests/aio tests/uring tests/engines tests/files/test_inline_reads.py \
-	tests/files/test_native_pread.py
+	tests/files/test_native_pread.py tests/files/test_ready_future.py \
+	tests/loop/test_native_calls.py
 SANITIZE_SKIP ?= --ignore=tests/aio/test_threads.py \
 	--ignore=tests/engines/test_engine_threads.py \
 	--ignore=tests/engines/test_other_loop.py -k "not thread-ringio" \
