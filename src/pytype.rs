@@ -31,6 +31,28 @@ pub fn method(
     }
 }
 
+/// Sets `def` on `class` as a `method_descriptor` named by its `ml_name`: a C-level
+/// method added to a class made elsewhere (a class statement's, or a spec's).
+pub fn add_method(class: &Bound<'_, PyType>, def: ffi::PyMethodDef) -> PyResult<()> {
+    let py = class.py();
+    // The entry lives as long as the class, which is never freed (held for the
+    // process): leaked once, when the class is made.
+    let def: &'static mut ffi::PyMethodDef = Box::leak(Box::new(def));
+    // SAFETY: `ml_name` is a 'static C string (`method` takes a `&'static CStr`).
+    let name = unsafe { CStr::from_ptr(def.ml_name) };
+    // SAFETY: `class` is a live type object; `def` is a valid, 'static method entry
+    // whose function has the calling convention its flags name. The result is a
+    // new reference to a method_descriptor (it holds the class) or NULL with an
+    // exception set.
+    let descr = unsafe {
+        Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(class.as_type_ptr(), def))?
+    };
+    let name = name
+        .to_str()
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    class.setattr(name, descr)
+}
+
 /// A GC-tracked heap type named `name` whose instances are `basicsize` bytes, from
 /// `slots` (which end with the zero slot). CPython copies what it keeps of the
 /// slots; what they point at (a method table, the doc) must be 'static.

@@ -26,7 +26,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
 
-use crate::pytype::method;
+use crate::pytype::{add_method, method};
 
 /// `asyncio.events._get_running_loop` (the C one of `_asyncio` where there is one).
 static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -261,25 +261,21 @@ unsafe extern "C" fn set_blocking(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     let tp = m.getattr("Ready")?.cast_into::<PyType>()?;
-    type Entry = (&'static CStr, ffi::PyMethodDef);
-    let noargs = |name: &'static CStr, f: ffi::PyCFunction, doc: &'static CStr| -> Entry {
-        (name, method(name, f, ffi::METH_NOARGS, doc))
+    let noargs = |name: &'static CStr, f: ffi::PyCFunction, doc: &'static CStr| {
+        method(name, f, ffi::METH_NOARGS, doc)
     };
     let with_keywords =
-        |name: &'static CStr, f: ffi::PyCFunctionWithKeywords, doc: &'static CStr| -> Entry {
-            (
-                name,
-                ffi::PyMethodDef {
-                    ml_name: name.as_ptr(),
-                    ml_meth: ffi::PyMethodDefPointer {
-                        PyCFunctionWithKeywords: f,
-                    },
-                    ml_flags: ffi::METH_VARARGS | ffi::METH_KEYWORDS,
-                    ml_doc: doc.as_ptr(),
+        |name: &'static CStr, f: ffi::PyCFunctionWithKeywords, doc: &'static CStr| {
+            ffi::PyMethodDef {
+                ml_name: name.as_ptr(),
+                ml_meth: ffi::PyMethodDefPointer {
+                    PyCFunctionWithKeywords: f,
                 },
-            )
+                ml_flags: ffi::METH_VARARGS | ffi::METH_KEYWORDS,
+                ml_doc: doc.as_ptr(),
+            }
         };
-    let entries = [
+    let defs = [
         noargs(
             c"done",
             done,
@@ -301,15 +297,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
             get_loop,
             c"get_loop($self, /)\n--\n\nThe loop running in this thread.",
         ),
-        (
+        method(
             c"remove_done_callback",
-            method(
-                c"remove_done_callback",
-                remove_done_callback,
-                ffi::METH_O,
-                c"remove_done_callback($self, fn, /)\n--\n\n0: a done future's callbacks \
-                  are already scheduled.",
-            ),
+            remove_done_callback,
+            ffi::METH_O,
+            c"remove_done_callback($self, fn, /)\n--\n\n0: a done future's callbacks \
+              are already scheduled.",
         ),
         with_keywords(
             c"cancel",
@@ -323,18 +316,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
               fn(self) with the running loop's call_soon, as a done future does.",
         ),
     ];
-    for (name, def) in entries {
-        // The entry lives as long as the type, which the module holds for the
-        // process: leaked once per method, at import.
-        let def: &'static mut ffi::PyMethodDef = Box::leak(Box::new(def));
-        // SAFETY: `tp` is a live type object; `def` is a valid, 'static method
-        // entry whose function has the calling convention its flags name. The
-        // result is a new reference to a method_descriptor or NULL with an
-        // exception set.
-        let descr = unsafe {
-            Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(tp.as_type_ptr(), def))?
-        };
-        tp.setattr(name.to_str().expect("ASCII method name"), descr)?;
+    for def in defs {
+        add_method(&tp, def)?;
     }
     let getset: &'static mut ffi::PyGetSetDef = Box::leak(Box::new(ffi::PyGetSetDef {
         name: c"_asyncio_future_blocking".as_ptr(),
@@ -343,7 +326,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         doc: c"False in a running loop (a done future), None outside one.".as_ptr(),
         closure: ptr::null_mut(),
     }));
-    // SAFETY: as above, for a 'static getset entry.
+    // SAFETY: `tp` is a live type object; `getset` is a valid, 'static getset
+    // entry. The result is a new reference to a getset_descriptor or NULL with an
+    // exception set.
     let descr = unsafe {
         Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewGetSet(tp.as_type_ptr(), getset))?
     };

@@ -295,7 +295,7 @@ pub(super) fn call_in_context<'py>(
     unsafe { enter_call_exit(context, f, items.as_ptr(), items.len()) }
 }
 
-/// The body of `call_in_context`.
+/// The body of `call_in_context` and `call_in_context_tuple`.
 ///
 /// # Safety
 /// `items` points at `n` live objects that stay alive for the call.

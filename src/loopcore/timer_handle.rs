@@ -19,7 +19,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
 
 use super::handles::HandleSlots;
-use crate::pytype::method;
+use crate::pytype::{add_method, method};
 
 /// `BaseEventLoop._timer_handle_cancelled`: a loop whose method this is counts the
 /// cancelled timer itself, inline.
@@ -44,21 +44,15 @@ pub(super) fn make_class<'py>(
         .get_type::<PyType>()
         .call1(("TimerHandle", (base,), namespace))?
         .cast_into::<PyType>()?;
-    // The method table lives as long as the class, which is never freed (it is
-    // held here, process-wide): leaked once.
-    let def: &'static mut ffi::PyMethodDef = Box::leak(Box::new(method(
-        c"cancel",
-        cancel,
-        ffi::METH_NOARGS,
-        c"cancel($self, /)\n--\n\nCancels the call (asyncio's TimerHandle.cancel).",
-    )));
-    // SAFETY: `class` is a live type object; `def` is a valid, 'static method
-    // entry. The result is a new reference to a method_descriptor (it holds the
-    // class) or NULL with an exception set.
-    let descr = unsafe {
-        Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(class.as_type_ptr(), def))?
-    };
-    class.setattr("cancel", descr)?;
+    add_method(
+        &class,
+        method(
+            c"cancel",
+            cancel,
+            ffi::METH_NOARGS,
+            c"cancel($self, /)\n--\n\nCancels the call (asyncio's TimerHandle.cancel).",
+        ),
+    )?;
     Ok(class)
 }
 
