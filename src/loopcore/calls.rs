@@ -23,6 +23,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::handles::HandleSlots;
+use super::instance_slots::{self as attrs, LoopState};
 use super::timers;
 
 /// The native methods of one loop. It holds the loop (a cycle through the
@@ -32,6 +33,8 @@ use super::timers;
 pub struct LoopCalls {
     event_loop: Py<PyAny>,
     loop_dict: Py<PyDict>,
+    /// Where the loop keeps `_debug`, `_closed`, `_ready` and the rest.
+    state: LoopState,
     /// The loop's class: its Python methods are the fallbacks.
     class: Py<PyType>,
     ready: Py<PyAny>,
@@ -53,19 +56,16 @@ impl LoopCalls {
     /// it; it does replace `_scheduled` when it rebuilds the heap, so the timer
     /// methods read that one from the loop each time).
     fn common_case<'py>(&self, py: Python<'py>) -> PyResult<Option<&'py HandleSlots>> {
-        let d = self.loop_dict.bind(py);
-        let flag = |name: &Bound<'py, PyString>| -> PyResult<bool> {
-            d.get_item(name)?.map_or(Ok(true), |v| v.is_truthy())
-        };
-        let same = |name: &Bound<'py, PyString>, obj: &Bound<'py, PyAny>| -> PyResult<bool> {
-            Ok(d.get_item(name)?.is_some_and(|v| v.is(obj)))
-        };
         let Some(slots) = HandleSlots::get(py)? else {
             return Ok(None);
         };
-        if flag(intern!(py, "_debug"))?
-            || flag(intern!(py, "_closed"))?
-            || !same(intern!(py, "_ready"), self.ready.bind(py))?
+        let event_loop = self.event_loop.bind(py);
+        if self.state.flag(event_loop, attrs::DEBUG)?
+            || self.state.flag(event_loop, attrs::CLOSED)?
+            || !self
+                .state
+                .get(event_loop, attrs::READY)?
+                .is_some_and(|r| r.is(&self.ready))
         {
             return Ok(None);
         }
@@ -107,9 +107,8 @@ impl LoopCalls {
     /// The loop's timer heap, `loop._scheduled`, when it is a list.
     fn scheduled<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
         Ok(self
-            .loop_dict
-            .bind(py)
-            .get_item(intern!(py, "_scheduled"))?
+            .state
+            .get(self.event_loop.bind(py), attrs::SCHEDULED)?
             .and_then(|s| s.cast_into::<PyList>().ok()))
     }
 
@@ -154,6 +153,7 @@ impl LoopCalls {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.event_loop)?;
         visit.call(&self.loop_dict)?;
+        self.state.traverse(&visit)?;
         visit.call(&self.class)?;
         visit.call(&self.ready)?;
         visit.call(&self.append)?;
@@ -182,6 +182,7 @@ impl LoopCalls {
                 .getattr(intern!(py, "__dict__"))?
                 .cast_into::<PyDict>()?
                 .unbind(),
+            state: LoopState::of_loop(&event_loop.get_type())?,
             class: loop_class.clone().unbind(),
             append: ready.getattr(intern!(py, "append"))?.unbind(),
             ready: ready.unbind(),
@@ -287,9 +288,8 @@ impl LoopCalls {
             Some(k) => k.len() == 1 && k.contains(intern!(py, "context"))?,
         };
         let no_factory = self
-            .loop_dict
-            .bind(py)
-            .get_item(intern!(py, "_task_factory"))?
+            .state
+            .get(self.event_loop.bind(py), attrs::TASK_FACTORY)?
             .is_some_and(|f| f.is_none());
         if !(keywords_ok && no_factory && self.common_case(py)?.is_some()) {
             return self.fallback(py, intern!(py, "create_task"), &[coro], None, kwargs);
@@ -316,11 +316,7 @@ impl LoopCalls {
 
     /// asyncio's `loop.is_running()`: `loop._thread_id is not None`.
     fn is_running<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match self
-            .loop_dict
-            .bind(py)
-            .get_item(intern!(py, "_thread_id"))?
-        {
+        match self.state.get(self.event_loop.bind(py), attrs::THREAD_ID)? {
             Some(thread) => Ok(pyo3::types::PyBool::new(py, !thread.is_none())
                 .to_owned()
                 .into_any()),
@@ -335,7 +331,7 @@ impl LoopCalls {
     /// bound method taken once and called in a loop is 2.5 ns slower than the
     /// Python one.
     fn get_debug<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match self.loop_dict.bind(py).get_item(intern!(py, "_debug"))? {
+        match self.state.get(self.event_loop.bind(py), attrs::DEBUG)? {
             Some(debug) => Ok(debug),
             None => self.fallback(py, intern!(py, "get_debug"), &[], None, None),
         }

@@ -7,13 +7,14 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 
 use crate::op::Completion;
 use crate::pydriver::ring::Ring;
 
 use super::callbacks::{call_in_context_tuple, is_fatal};
 use super::handles::HandleSlots;
+use super::instance_slots::{self as attrs, IterationState};
 use super::timers;
 use super::LoopCore;
 
@@ -28,25 +29,32 @@ impl LoopCore {
         ready: &Bound<'py, PyAny>,
         scheduled: &Bound<'py, PyList>,
     ) -> PyResult<Option<Vec<Py<Completion>>>> {
-        let instance_dict = |o: &Bound<'py, PyAny>| -> PyResult<Bound<'py, PyDict>> {
-            Ok(o.getattr(intern!(py, "__dict__"))?.cast_into::<PyDict>()?)
+        let loop_dict = event_loop
+            .getattr(intern!(py, "__dict__"))?
+            .cast_into::<PyDict>()?;
+        let state = match slf.get().iteration_state.get() {
+            Some(state) => state,
+            None => {
+                let state = IterationState::of(event_loop, selector, loop_ring)?;
+                slf.get().iteration_state.get_or_init(|| state)
+            }
         };
-        let loop_dict = instance_dict(event_loop)?;
-        let selector_dict = instance_dict(selector)?;
-        let loop_ring_dict = instance_dict(loop_ring)?;
         // The ring of the thread running the loop (the caller checked that there is
         // one); native_iteration_ok returns as soon as it is replaced.
-        let ring = loop_ring_dict
-            .get_item(intern!(py, "_ring"))?
+        let ring = state
+            .loop_ring
+            .get(loop_ring, attrs::RING)?
             .ok_or_else(|| PyRuntimeError::new_err("the loop's ring is not made yet"))?
             .cast_into::<Ring>()?;
         let ring = &ring;
-        let stopping_now = || -> PyResult<bool> {
-            loop_dict
-                .get_item(intern!(py, "_stopping"))?
-                .map_or(Ok(true), |v| v.is_truthy())
-        };
+        let stopping_now = || state.event_loop.flag(event_loop, attrs::STOPPING);
         let mut stopping = stopping_now()?;
+        let objects = IterationObjects {
+            event_loop,
+            loop_dict: &loop_dict,
+            selector,
+            loop_ring,
+        };
         loop {
             NATIVE_ITERATIONS.fetch_add(1, Ordering::Relaxed);
             let done = Self::run_once(slf, event_loop, ring, ready, scheduled, stopping)?;
@@ -54,15 +62,7 @@ impl LoopCore {
                 return Ok(done);
             }
             stopping = stopping_now()?;
-            if stopping
-                || !Self::native_iteration_ok(
-                    &loop_dict,
-                    &selector_dict,
-                    &loop_ring_dict,
-                    ring,
-                    scheduled,
-                )?
-            {
+            if stopping || !Self::native_iteration_ok(&objects, state, ring, scheduled)? {
                 return Ok(None);
             }
             // Python's eval loop would run a signal's handler between two iterations.
@@ -216,20 +216,23 @@ impl LoopCore {
     /// and asyncio would not rebuild the timer heap now (more than
     /// `_MIN_SCHEDULED_TIMER_HANDLES` timers, over half of them cancelled).
     pub(super) fn native_iteration_ok(
-        loop_dict: &Bound<'_, PyDict>,
-        selector_dict: &Bound<'_, PyDict>,
-        loop_ring_dict: &Bound<'_, PyDict>,
+        objects: &IterationObjects<'_, '_>,
+        state: &IterationState,
         ring: &Bound<'_, Ring>,
         scheduled: &Bound<'_, PyList>,
     ) -> PyResult<bool> {
-        let py = loop_dict.py();
-        // The instances' own dicts, read directly: these are plain attributes of
-        // asyncio's loop, RingSelector and LoopRing, and seven generic getattrs were
-        // a fifth of an idle iteration. A missing one ends the native iterations.
-        let set = |d: &Bound<'_, PyDict>, name: &Bound<'_, PyString>| {
-            d.get_item(name)?.map_or(Ok(true), |v| v.is_truthy())
-        };
-        if set(loop_dict, intern!(py, "_debug"))? {
+        let py = ring.py();
+        let IterationObjects {
+            event_loop,
+            loop_dict,
+            selector,
+            loop_ring,
+        } = *objects;
+        // Read from their slots (`InstanceSlots`): seven generic getattrs were a
+        // fifth of an idle iteration, reads from the instances' dicts about 3 % of
+        // an aiohttp request's instructions. A missing one ends the native
+        // iterations.
+        if state.event_loop.flag(event_loop, attrs::DEBUG)? {
             return Ok(false);
         }
         // A `time` patched on the instance: timers are judged by it, in asyncio's
@@ -237,15 +240,11 @@ impl LoopCore {
         if loop_dict.contains(intern!(py, "time"))? {
             return Ok(false);
         }
-        if set(selector_dict, intern!(py, "_to_arm"))? {
+        if state.selector.flag(selector, attrs::TO_ARM)? {
             return Ok(false);
         }
-        for name in [
-            intern!(py, "_queued"),
-            intern!(py, "_backlog"),
-            intern!(py, "_cancel_later"),
-        ] {
-            if set(loop_ring_dict, name)? {
+        for index in [attrs::QUEUED, attrs::BACKLOG, attrs::CANCEL_LATER] {
+            if state.loop_ring.flag(loop_ring, index)? {
                 return Ok(false);
             }
         }
@@ -257,23 +256,25 @@ impl LoopCore {
         // `_files` is a list (`LoopRing` assigns only lists), read by index: a Python
         // iterator over it, made and dropped every iteration, was 40 of an idle
         // iteration's 900 ns.
-        if let Some(files) = loop_ring_dict.get_item(intern!(py, "_files"))? {
+        if let Some(files) = state.loop_ring.get(loop_ring, attrs::FILES)? {
             for proactor in files.cast::<PyList>()?.iter() {
                 if proactor.getattr(intern!(py, "_queue"))?.is_truthy()? {
                     return Ok(false);
                 }
             }
         }
-        if !loop_ring_dict
-            .get_item(intern!(py, "_ring"))?
+        if !state
+            .loop_ring
+            .get(loop_ring, attrs::RING)?
             .is_some_and(|r| r.is(ring))
         {
             return Ok(false);
         }
         let timers = scheduled.len();
         if timers > MIN_SCHEDULED_TIMER_HANDLES {
-            let cancelled: f64 = loop_dict
-                .get_item(intern!(py, "_timer_cancelled_count"))?
+            let cancelled: f64 = state
+                .event_loop
+                .get(event_loop, attrs::TIMER_CANCELLED_COUNT)?
                 .map_or(Ok(f64::INFINITY), |c| c.extract())?;
             if cancelled / timers as f64 > MIN_CANCELLED_TIMER_HANDLES_FRACTION {
                 return Ok(false);
@@ -281,6 +282,15 @@ impl LoopCore {
         }
         Ok(true)
     }
+}
+
+/// The objects whose state `native_iteration_ok` reads.
+pub(super) struct IterationObjects<'a, 'py> {
+    event_loop: &'a Bound<'py, PyAny>,
+    /// The loop's instance dict, where a `time` patched on the loop would be.
+    loop_dict: &'a Bound<'py, PyDict>,
+    selector: &'a Bound<'py, PyAny>,
+    loop_ring: &'a Bound<'py, PyAny>,
 }
 
 /// What running the ready handles needs, looked up once: asyncio's own handle

@@ -30,6 +30,7 @@ mod cqes;
 mod deliver;
 mod flush;
 mod handles;
+mod instance_slots;
 mod iteration;
 mod pybytes;
 mod select;
@@ -226,6 +227,9 @@ pub struct LoopCore {
     /// `report_error(handle, exc)`: a handle's callback raised (the except branch
     /// of asyncio's `Handle._run`, which `run_ready` does natively).
     report_error: Py<PyAny>,
+    /// Where the loop that runs the native iterations keeps its attributes, found
+    /// at the first of them.
+    iteration_state: std::sync::OnceLock<instance_slots::IterationState>,
 }
 
 /// Whether `ring` was shut down: its engine waited for the final CQE of every op,
@@ -299,6 +303,7 @@ impl LoopCore {
             inner: Mutex::new(inner),
             future_types,
             report_error,
+            iteration_state: std::sync::OnceLock::new(),
         })
     }
 
@@ -354,6 +359,9 @@ impl LoopCore {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.future_types)?;
         visit.call(&self.report_error)?;
+        if let Some(state) = self.iteration_state.get() {
+            state.traverse(&visit)?;
+        }
         // Only tried: a collection can start inside one of the core's own
         // critical sections, in this same thread.
         let Some(inner) = try_lock(&self.inner) else {

@@ -213,13 +213,13 @@ def test_keyboard_interrupt_from_a_callback_leaves_the_loop(make_loop):
 
 class Truth:
     """A flag whose truth is Python code, which also replaces the attribute it is
-    read from (dropping the dict's reference to this object while it is judged)."""
+    read from (dropping the loop's reference to this object while it is judged)."""
 
     def __init__(self, loop, value: bool) -> None:
         self.loop, self.value = loop, value
 
     def __bool__(self) -> bool:
-        self.loop.__dict__["_debug"] = self.value
+        self.loop._debug = self.value
         return self.value
 
 
@@ -227,10 +227,11 @@ class Truth:
 def test_a_debug_flag_of_any_type_is_judged_by_its_truth(make_loop, value):
     # asyncio's call_soon tests `if self._debug`: any object's truth, as here.
     loop = make_loop()
-    # The loop's dict holds the only reference to the flag, which judging it drops.
-    loop.__dict__["_debug"] = Truth(loop, value)
+    # The loop holds the only reference to the flag (in a slot on ringio's loop, in
+    # its __dict__ on asyncio's), which judging it drops.
+    loop._debug = Truth(loop, value)
     h = loop.call_soon(print)
-    assert loop.__dict__["_debug"] is value  # judged, and so replaced
+    assert loop._debug is value  # judged, and so replaced
     assert (h._source_traceback is not None) is value
     h.cancel()
     loop._debug = 1

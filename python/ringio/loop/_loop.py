@@ -91,6 +91,22 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     behaves, and fails, as asyncio's does.
     """
 
+    # asyncio's own state of the loop, which the native calls and iterations read
+    # at every call (three reads per call_soon): as slots, each is a pointer at a
+    # fixed place in the instance instead of an entry of its __dict__ (see
+    # src/loopcore/loop_state.rs). asyncio's Python code reads and assigns them as
+    # before; they are only missing from vars(loop).
+    __slots__ = (
+        "_closed",
+        "_debug",
+        "_ready",
+        "_scheduled",
+        "_stopping",
+        "_task_factory",
+        "_thread_id",
+        "_timer_cancelled_count",
+    )
+
     def __init__(self, selector: RingSelector | None = None, *, entries: int = 256) -> None:
         if selector is None and (refusal := uring_refusal()) is not None:
             # Here, not in the first select() (where the ring is made): asyncio's

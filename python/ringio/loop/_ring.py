@@ -57,6 +57,19 @@ class LoopRing:
     it, and an event loop is often created in one thread and run in another.
     """
 
+    # What the loop's native iteration reads after every iteration: slots, read at
+    # fixed places of the instance (src/loopcore/instance_slots.rs); the rest of
+    # the state stays in the instance's __dict__.
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_backlog",
+        "_cancel_later",
+        "_files",
+        "_queued",
+        "_ring",
+    )
+
     def __init__(self, entries: int = 256) -> None:
         self._entries = entries
         # The native ring (``ringio.uring.Ring``) and the thread it belongs to.

@@ -95,6 +95,10 @@ class RingSelector(selectors.BaseSelector):
     loop (see ``LoopRing``).
     """
 
+    # What the loop's native iteration reads after every iteration: a slot, read
+    # at a fixed place of the instance (src/loopcore/instance_slots.rs).
+    __slots__ = ("_to_arm",)
+
     # The owning loop's ready deque (EventLoop sets it): see select().
     _loop_ready: Any = None
 
