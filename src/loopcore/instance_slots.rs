@@ -92,6 +92,24 @@ impl<const N: usize> InstanceSlots<N> {
         Ok(())
     }
 
+    /// Where `obj` keeps `names[index]`, if it is an instance of `of_type` and
+    /// that type is unmodified since `of`.
+    fn place(&self, obj: &Bound<'_, PyAny>, index: usize) -> Option<*mut *mut ffi::PyObject> {
+        let offset = self.offsets[index]?;
+        let kind = self.of_type.as_ptr() as *mut ffi::PyTypeObject;
+        // SAFETY: `obj` and `kind` are live objects; only their type pointer and
+        // version tag are read.
+        let unchanged = unsafe {
+            ffi::Py_TYPE(obj.as_ptr()) == kind
+                && self.version_tag != 0
+                && (*kind).tp_version_tag == self.version_tag
+        };
+        // SAFETY: `obj` is an instance of `of_type`, which is unmodified since `of`
+        // found a writable object slot at `offset` within its basic size.
+        unchanged
+            .then(|| unsafe { (obj.as_ptr() as *mut u8).offset(offset) as *mut *mut ffi::PyObject })
+    }
+
     /// `obj.<names[index]>`, or None where it has no such attribute.
     pub(super) fn get<'py>(
         &self,
@@ -99,25 +117,10 @@ impl<const N: usize> InstanceSlots<N> {
         index: usize,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = obj.py();
-        if let Some(offset) = self.offsets[index] {
-            let kind = self.of_type.as_ptr() as *mut ffi::PyTypeObject;
-            // SAFETY: `obj` and `kind` are live objects; only their type pointer
-            // and version tag are read.
-            let unchanged = unsafe {
-                ffi::Py_TYPE(obj.as_ptr()) == kind
-                    && self.version_tag != 0
-                    && (*kind).tp_version_tag == self.version_tag
-            };
-            if unchanged {
-                // SAFETY: `obj` is an instance of `of_type`, which is unmodified
-                // since `of` found a writable object slot at `offset` within its
-                // basic size: the place holds NULL (unset) or a reference the
-                // instance owns, from which a new one is made.
-                return Ok(unsafe {
-                    let place = (obj.as_ptr() as *mut u8).offset(offset) as *mut *mut ffi::PyObject;
-                    Bound::from_borrowed_ptr_or_opt(py, *place)
-                });
-            }
+        if let Some(place) = self.place(obj, index) {
+            // SAFETY: the place holds NULL (unset) or a reference the instance
+            // owns, from which a new one is made.
+            return Ok(unsafe { Bound::from_borrowed_ptr_or_opt(py, *place) });
         }
         match obj.getattr(self.names[index].bind(py)) {
             Ok(value) => Ok(Some(value)),
@@ -129,6 +132,32 @@ impl<const N: usize> InstanceSlots<N> {
     /// Whether `obj.<names[index]>` is true; a missing attribute counts as true
     /// (the caller then takes the Python path, which fails as asyncio fails).
     pub(super) fn flag(&self, obj: &Bound<'_, PyAny>, index: usize) -> PyResult<bool> {
+        if let Some(place) = self.place(obj, index) {
+            // SAFETY: the place holds NULL or a reference the instance owns; the
+            // value is only compared with the interpreter's singletons, or its
+            // exact type read and, for a list or a set (the selector's and the
+            // ring's queues), its size, which runs no Python code that could
+            // drop the instance's reference meanwhile. Anything else is judged
+            // through a reference of its own below.
+            unsafe {
+                let value = *place;
+                if value.is_null() {
+                    return Ok(true);
+                }
+                if value == ffi::Py_True() {
+                    return Ok(true);
+                }
+                if value == ffi::Py_False() || value == ffi::Py_None() {
+                    return Ok(false);
+                }
+                if ffi::PyList_CheckExact(value) != 0 {
+                    return Ok(ffi::PyList_GET_SIZE(value) != 0);
+                }
+                if ffi::PySet_CheckExact(value) != 0 {
+                    return Ok(ffi::PySet_GET_SIZE(value) != 0);
+                }
+            }
+        }
         self.get(obj, index)?.map_or(Ok(true), |v| v.is_truthy())
     }
 }
