@@ -141,6 +141,24 @@ impl Slot {
         })
     }
 
+    /// Sets the slot of an instance that its class's allocator has just made
+    /// (all its slots NULL), before anything else has seen it: a store, with no
+    /// type check and no old value to release.
+    ///
+    /// # Safety
+    /// `obj` must come from the `tp_alloc` of the slot's class or of a subclass
+    /// (so that it has the class's layout), with this slot not set yet.
+    #[inline]
+    unsafe fn init(&self, obj: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) {
+        // SAFETY: by the caller's contract `obj` has the owner's layout, where
+        // `offset` is a writable object slot (`of`), and holds NULL there.
+        unsafe {
+            let place = (obj.as_ptr() as *mut u8).offset(self.offset) as *mut *mut ffi::PyObject;
+            debug_assert!((*place).is_null());
+            *place = value.clone().into_ptr();
+        }
+    }
+
     /// `obj.<slot>`, as attribute access finds it (the descriptor is a data
     /// descriptor of `obj`'s class or a base).
     fn read<'py>(&self, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -334,9 +352,13 @@ impl HandleSlots {
             event_loop,
             context,
         )?;
-        self.when.write(&timer, when)?;
-        self.scheduled
-            .write(&timer, pyo3::types::PyBool::new(when.py(), false).as_any())?;
+        // SAFETY: `timer` is the instance `fill` has just made with the loop's
+        // `TimerHandle`'s allocator; `fill` sets only `Handle`'s slots.
+        unsafe {
+            self.when.init(&timer, when);
+            self.scheduled
+                .init(&timer, pyo3::types::PyBool::new(when.py(), false).as_any());
+        }
         Ok(timer)
     }
 
@@ -360,14 +382,20 @@ impl HandleSlots {
         // set below before the handle is seen by anything else.
         let handle = unsafe { Bound::from_owned_ptr_or_err(py, alloc(kind.as_ptr().cast(), 0))? };
         let none = py.None().into_bound(py);
-        self.context.write(&handle, &context)?;
-        self.event_loop.write(&handle, event_loop)?;
-        self.callback.write(&handle, callback)?;
-        self.args.write(&handle, args.as_any())?;
-        self.cancelled
-            .write(&handle, pyo3::types::PyBool::new(py, false).as_any())?;
-        self.repr.write(&handle, &none)?;
-        self.source_traceback.write(&handle, &none)?;
+        // SAFETY: `handle` was just made by the allocator of `kind`, `Handle` or
+        // one of its subclasses (the callers pass `Handle`, `TimerHandle` or the
+        // loop's `TimerHandle`), and nothing else has seen it; each slot is set
+        // once.
+        unsafe {
+            self.context.init(&handle, &context);
+            self.event_loop.init(&handle, event_loop);
+            self.callback.init(&handle, callback);
+            self.args.init(&handle, args.as_any());
+            self.cancelled
+                .init(&handle, pyo3::types::PyBool::new(py, false).as_any());
+            self.repr.init(&handle, &none);
+            self.source_traceback.init(&handle, &none);
+        }
         Ok(handle)
     }
 
