@@ -84,7 +84,7 @@ bench: bench-deps
 # (tests/engines/test_other_loop.py), the thread engine on ringio's loop.
 SANITIZE_TESTS ?= tests/aio tests/uring tests/engines tests/files/test_inline_reads.py \
 	tests/files/test_native_pread.py tests/files/test_ready_future.py \
-	tests/loop/test_native_calls.py
+	tests/loop/test_native_calls.py tests/loop/test_loop_state.py
 SANITIZE_SKIP ?= --ignore=tests/aio/test_threads.py \
 	--ignore=tests/engines/test_engine_threads.py \
 	--ignore=tests/engines/test_other_loop.py -k "not thread-ringio" \
