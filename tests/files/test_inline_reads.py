@@ -8,6 +8,7 @@ a coroutine does (``await``, ``create_task``, ``gather``)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import io
 import os
@@ -243,11 +244,17 @@ def _ringio_frames(coro_fn):
             names.append(frame.f_code.co_name)
 
     async def run():
+        # No collection meanwhile: the finalizers it would run (a file object's
+        # __del__ among them) are not the read's own frames.
+        collecting = gc.isenabled()
+        gc.disable()
         sys.setprofile(profile)
         try:
             return await coro_fn()
         finally:
             sys.setprofile(None)
+            if collecting:
+                gc.enable()
 
     return names, run
 

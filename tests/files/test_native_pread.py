@@ -8,6 +8,7 @@ the kernel, close, a closed engine, an fd closed behind the file's back) stops i
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import os
 import random
@@ -28,18 +29,26 @@ def path(cached_file):
 
 
 def python_frames(call: Callable[..., object], *args: object) -> tuple[object, list[str]]:
-    """What `call(*args)` returns, and the Python functions that ran in it."""
+    """What `call(*args)` returns, and the Python functions that ran in it.
+
+    The collector is off meanwhile: an allocation in the call may start a
+    collection, which runs whatever Python code the garbage and `gc.callbacks`
+    have (finalizers, other libraries' callbacks), not the call's own."""
     ran: list[str] = []
 
     def profile(frame, event, arg):
         if event == "call":
             ran.append(frame.f_code.co_name)
 
+    collecting = gc.isenabled()
+    gc.disable()
     sys.setprofile(profile)
     try:
         result = call(*args)
     finally:
         sys.setprofile(None)
+        if collecting:
+            gc.enable()
     return result, ran
 
 
