@@ -94,7 +94,7 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     # asyncio's own state of the loop, which the native calls and iterations read
     # at every call (three reads per call_soon): as slots, each is a pointer at a
     # fixed place in the instance instead of an entry of its __dict__ (see
-    # src/loopcore/loop_state.rs). asyncio's Python code reads and assigns them as
+    # src/loopcore/instance_slots.rs). asyncio's Python code reads and assigns them as
     # before; they are only missing from vars(loop).
     __slots__ = (
         "_closed",
