@@ -282,6 +282,15 @@ impl<K> SendQueue<K> {
         Some(SendOp::Msg(&**msg))
     }
 
+    /// The send in flight covers every byte queued: once it has sent them all,
+    /// nothing is left to send.
+    pub fn in_flight_covers_queue(&self) -> bool {
+        self.in_flight
+            && self.iov.len() == self.queue.len()
+            && self.iov.iter().map(|v| v.iov_len).sum::<usize>() == self.queued
+            && self.queued <= MAX_SEND
+    }
+
     /// The send in flight completed with `res` (bytes, or -errno).
     pub fn finish_send(&mut self, res: i32) -> SendEnd {
         debug_assert!(self.in_flight, "a send completion without a send");

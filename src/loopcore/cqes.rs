@@ -251,7 +251,11 @@ impl LoopCore {
                 }
             } else {
                 let live = conn.life.is_live();
-                match conn.send.finish_send(res) {
+                let end = conn.send.finish_send(res);
+                // A send that found the socket buffer full (EAGAIN from a send that
+                // does not wait), or left bytes behind: the next one waits for room.
+                conn.send_waits = !conn.send.is_empty();
+                match end {
                     // Decided when the action runs: the resume_writing callback
                     // may queue more (asyncio's _write_ready order).
                     SendEnd::Sent(_) if live => actions.push(Action::SendDone(slot, gen)),

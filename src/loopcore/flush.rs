@@ -53,10 +53,13 @@ impl LoopCore {
     }
 
     /// Pushes the SQEs that dirty transports need: arm or cancel the receive, send
-    /// the queue, cancel what a released transport left in flight.
+    /// the queue, cancel what a released transport left in flight. With
+    /// `end_at_submit` (the enter that follows waits), the sends that may end at
+    /// submission do (`prep::send_all_now`).
     pub(super) fn flush(
         inner: &mut CoreState,
         engine: &mut crate::uring::UringEngine,
+        end_at_submit: bool,
     ) -> std::io::Result<()> {
         Self::unstarve(inner, engine);
         if let Some(fd) = inner
@@ -127,11 +130,33 @@ impl LoopCore {
                 // Nothing more is sent; the queue went with the release.
             } else if let Some(op) = c.send.start_send() {
                 let ud = token(slot, gen, KIND_SEND);
-                let sqe = match op {
-                    SendOp::One { ptr, len } => prep::send(fd, ptr, len).user_data(ud),
-                    SendOp::Msg(msg) => prep::sendmsg(fd, msg).user_data(ud),
+                // A send whose completion, when it sends everything, calls no Python
+                // code ends during its submission, with a linked check that posts a
+                // second CQE when it falls short: the blocking enter that submits it
+                // then waits past its CQE (`select_step`). Any other send may wait
+                // for room in the socket buffer, as a non-blocking socket's would.
+                let now = end_at_submit && c.sends_quietly() && c.send.in_flight_covers_queue();
+                let pushed = match (op, now) {
+                    (SendOp::One { ptr, len }, true) => {
+                        engine.push_side_send_now(prep::send_all_now(fd, ptr, len).user_data(ud))
+                    }
+                    (SendOp::Msg(msg), true) => {
+                        engine.push_side_send_now(prep::sendmsg_all_now(fd, msg).user_data(ud))
+                    }
+                    (_, false) => Ok(false),
                 };
-                if let Err(e) = engine.push_side(sqe, true) {
+                let pushed = match pushed {
+                    Ok(false) => engine.push_side(
+                        match op {
+                            SendOp::One { ptr, len } => prep::send(fd, ptr, len),
+                            SendOp::Msg(msg) => prep::sendmsg(fd, msg),
+                        }
+                        .user_data(ud),
+                        true,
+                    ),
+                    other => other.map(drop),
+                };
+                if let Err(e) = pushed {
                     c.send.start_failed();
                     return Err(e);
                 }

@@ -705,7 +705,8 @@ impl LoopCore {
         if driver.is_closed() || driver.check_caller(py).is_err() {
             return Ok(());
         }
-        Self::flush(&mut inner, &mut driver.engine).map_err(|e| errors::io_error(py, &e, None))?;
+        Self::flush(&mut inner, &mut driver.engine, false)
+            .map_err(|e| errors::io_error(py, &e, None))?;
         let n = driver.engine.sq_pending();
         if n > 0 {
             let (fd, registered) = driver.engine.enter_target();

@@ -45,7 +45,7 @@ impl LoopCore {
         // iterations with one connection (1.5 selects per request, counted).
         let mut signal_err: Option<PyErr> = None;
         let (raw, mut side, wakers, enter_err, interrupted, early_actions) = loop {
-            let ((ring_fd, registered), tokens, to_submit, flush_err, block, skip_enter) = {
+            let ((ring_fd, registered), tokens, to_submit, flush_err, wait, skip_enter) = {
                 let mut inner = self.lock();
                 if inner.closed {
                     return Err(PyRuntimeError::new_err("the loop core is closed"));
@@ -62,9 +62,10 @@ impl LoopCore {
                 let mut driver = pydriver.driver();
                 driver.check_open()?;
                 driver.check_caller(py)?;
-                let flush_err = Self::flush(&mut inner, &mut driver.engine).err();
                 // A loop-bound Watcher's own wait may have reaped for us meanwhile.
                 let block = block && !driver.engine.has_backlog();
+                // Sends that end at submission only where the enter waits past them.
+                let flush_err = Self::flush(&mut inner, &mut driver.engine, block).err();
                 let tokens = if ops.is_empty() {
                     Vec::new()
                 } else {
@@ -90,13 +91,24 @@ impl LoopCore {
                     return Ok(Vec::new());
                 }
                 let target = driver.engine.enter_target();
-                (target, tokens, to_submit, flush_err, block, skip_enter)
+                // The sends that end at submission post their CQEs before the wait
+                // starts (two for one that fell short, which ends the wait at once):
+                // the wait asks for one CQE beyond them, when the CQ has room for
+                // them and one more (else it could end only on an overflow flush: it
+                // waits for one, as before).
+                let sent_now = driver.engine.posted_at_submit();
+                let wait = match block {
+                    false => 0,
+                    true if sent_now < driver.engine.cq_room() => 1 + sent_now as u32,
+                    true => 1,
+                };
+                (target, tokens, to_submit, flush_err, wait, skip_enter)
             };
             if let Some(e) = flush_err {
                 // A failed buffer-ring registration: the transports stay unarmed; say so.
                 return Err(errors::io_error(py, &e, None));
             }
-            let wait = if block { 1 } else { 0 };
+            let block = wait > 0;
             let flags = crate::ring::enter::IORING_ENTER_GETEVENTS | registered;
             let t = if block { timeout } else { None };
             // EINTR: a signal arrived (its Python handler runs below); SQEs the kernel

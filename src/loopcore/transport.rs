@@ -76,6 +76,11 @@ pub(super) struct Conn {
     pub(super) high: usize,
     pub(super) low: usize,
     pub(super) dirty: bool,
+    /// Its last send left bytes queued (the socket buffer was full, or more was
+    /// written meanwhile): the next send waits for room (a send the kernel may
+    /// complete later) instead of one that ends at submission
+    /// (`prep::send_all_now`).
+    pub(super) send_waits: bool,
 }
 
 impl Conn {
@@ -112,6 +117,7 @@ impl Conn {
             high: 64 * 1024,
             low: 16 * 1024,
             dirty: false,
+            send_waits: false,
         }
     }
 
@@ -124,6 +130,20 @@ impl Conn {
     /// Conn.)
     pub(super) fn dispose(self, kernel_done: bool) {
         self.send.dispose(kernel_done);
+    }
+
+    /// Its next send may end at submission (`prep::send_all_now`): its last send
+    /// did not fall short, and a completion that empties the queue calls no Python
+    /// code: the transport is open, not closing, owes no shutdown or "queue empty"
+    /// report, and its protocol is not paused (which an emptied queue would resume;
+    /// the conditions of `send_done_is_quiet` once nothing is queued).
+    pub(super) fn sends_quietly(&self) -> bool {
+        !self.send_waits
+            && self.life.is_live()
+            && !self.life.is_closing()
+            && !self.proto_paused
+            && (!self.eof || self.shut)
+            && !self.want_empty
     }
 
     /// Nothing of this transport is in the kernel.

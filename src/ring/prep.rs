@@ -24,6 +24,37 @@ pub fn sendmsg(fd: types::Fd, msg: *const libc::msghdr) -> squeue::Entry {
         .build()
 }
 
+/// A send of all `len` bytes at `ptr` that ends while it is submitted: with
+/// MSG_DONTWAIT the kernel does not wait for room in the socket buffer (it fails
+/// the request, REQ_F_NOWAIT, instead of arming a poll), and with MSG_WAITALL a
+/// send that took fewer bytes fails too; its CQE then carries the bytes it did
+/// send (the send ops' fail handler), or -EAGAIN when it sent none. Linked
+/// (`IO_LINK`) to [`link_check`], whose CQE the kernel posts only when this send
+/// failed: a full send posts one CQE, any other outcome two. MSG_NOSIGNAL as for
+/// [`send`].
+pub fn send_all_now(fd: types::Fd, ptr: *const u8, len: u32) -> squeue::Entry {
+    opcode::Send::new(fd, ptr, len)
+        .flags(libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | libc::MSG_WAITALL)
+        .build()
+        .flags(squeue::Flags::IO_LINK)
+}
+
+/// A sendmsg of `msg` that ends while it is submitted, as [`send_all_now`].
+pub fn sendmsg_all_now(fd: types::Fd, msg: *const libc::msghdr) -> squeue::Entry {
+    opcode::SendMsg::new(fd, msg)
+        .flags((libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | libc::MSG_WAITALL) as u32)
+        .build()
+        .flags(squeue::Flags::IO_LINK)
+}
+
+/// The NOP linked behind a [`send_all_now`]: skipped without a CQE when the send
+/// sent everything, cancelled (a CQE with -ECANCELED) when it failed.
+pub fn link_check() -> squeue::Entry {
+    opcode::Nop::new()
+        .build()
+        .flags(squeue::Flags::SKIP_SUCCESS)
+}
+
 /// A multishot receive: each CQE carries one buffer of the provided-buffer group
 /// `bgid`, until the kernel ends it (a CQE without `MORE`).
 pub fn recv_multishot(fd: types::Fd, bgid: u16) -> squeue::Entry {

@@ -58,6 +58,12 @@ pub struct UringEngine {
     /// The fixed-file table the loop-bound Watchers share (registered on first use;
     /// `Some(table with cap 0)` when the kernel refused it).
     pub(crate) files: Option<crate::ring::files::FileTable>,
+    /// Sends pushed since the CQ was last drained whose CQEs are posted while they
+    /// are submitted (`push_side_send_now`): they are in the CQ, not yet taken, when an
+    /// enter that submitted them starts to wait. Reset by every drain (a drain that
+    /// took some of them would make the count too high; too low only ends a wait
+    /// early).
+    at_submit: usize,
 }
 
 /// The completions of one loop-bound Watcher, set aside at reap time.
@@ -108,6 +114,7 @@ impl UringEngine {
             sinks: Vec::new(),
             signalled: Vec::new(),
             files: None,
+            at_submit: 0,
         })
     }
 
@@ -406,6 +413,39 @@ impl UringEngine {
         Ok(())
     }
 
+    /// Pushes a `prep::send_all_now` and its `prep::link_check` side by side in
+    /// the SQ (a link the SQ's end split would submit the send alone), and counts
+    /// the one CQE the pair posts at submission when the send sent everything.
+    /// False (nothing pushed) when the SQ has no room for two even after a submit.
+    pub(crate) fn push_side_send_now(&mut self, send: squeue::Entry) -> io::Result<bool> {
+        let mut room = self.sq_room()?;
+        if room < 2 {
+            self.enter_submit()?;
+            room = self.sq_room()?;
+            if room < 2 {
+                return Ok(false);
+            }
+        }
+        let mut check = crate::ring::prep::link_check().user_data(crate::ring::owner::INTERNAL);
+        self.push_all(&[&mut send.clone(), &mut check])?;
+        self.router.submitted(Counted::LoopCore, 1);
+        self.at_submit += 1;
+        Ok(true)
+    }
+
+    fn sq_room(&mut self) -> io::Result<usize> {
+        let sq = self.ring_mut()?.submission();
+        Ok(sq.capacity() - sq.len())
+    }
+
+    /// CQEs that the pairs of [`push_side_send_now`](Self::push_side_send_now)
+    /// pushed since the CQ was last drained will have posted once the SQ is
+    /// submitted (at least that many: a pair whose send fell short posts two): an
+    /// enter that submits them may wait for that many CQEs more than it would.
+    pub(crate) fn posted_at_submit(&self) -> usize {
+        self.at_submit
+    }
+
     /// The loop core's completions reaped so far.
     pub(crate) fn take_side(&mut self, out: &mut Vec<RawCompletion>) {
         out.append(&mut self.side);
@@ -426,6 +466,14 @@ impl UringEngine {
             return true;
         };
         !kernel_flagged(ring) && ring.completion().is_empty()
+    }
+
+    /// CQEs the CQ can take beyond those it holds (0 without a ring).
+    pub(crate) fn cq_room(&mut self) -> usize {
+        self.ring.as_mut().map_or(0, |r| {
+            let cq = r.completion();
+            cq.capacity() - cq.len()
+        })
     }
 
     /// SQEs pushed but not yet handed to the kernel.
@@ -557,6 +605,7 @@ impl UringEngine {
         if max == 0 {
             return 0;
         }
+        self.at_submit = 0;
         let before = out.len();
         let mut sinks = OwnerSinks {
             driver: DriverSink { out, left: max },

@@ -1097,6 +1097,101 @@ def test_select_enters_the_kernel_once_per_iteration(loop, run):
         os.sched_setaffinity(0, saved)
 
 
+def test_a_reply_is_sent_by_the_enter_that_waits_for_the_next_request(loop, run):
+    """A send queued by write() goes to the kernel with the next select's blocking
+    io_uring_enter, as one that completes during its submission (MSG_DONTWAIT), so
+    that enter waits past its CQE for the next request: one enter per request-reply
+    round at one connection, where a send that completes later would end the wait
+    at once and need a second enter (two per round)."""
+    from ringio import _core
+
+    rounds = 300
+    cpu = min(os.sched_getaffinity(0))
+    saved = os.sched_getaffinity(0)
+
+    async def main():
+        proto, cli = await _pair(loop)
+        proto.on_data = proto.transport.write  # echo
+        cli.setblocking(True)
+
+        def client() -> None:
+            os.sched_setaffinity(0, {cpu})  # this thread
+            for i in range(rounds):
+                msg = i.to_bytes(4, "big") * 256
+                cli.sendall(msg)
+                got = b""
+                while len(got) < len(msg):
+                    got += cli.recv(65536)
+                assert got == msg
+
+        e0 = _core._enter_count()
+        await loop.run_in_executor(None, client)
+        enters = _core._enter_count() - e0
+        assert enters <= rounds * 1.25 + 10, (enters, rounds)
+        proto.transport.close()
+        cli.close()
+
+    os.sched_setaffinity(0, {cpu})
+    try:
+        run(main(), timeout=30)
+    finally:
+        os.sched_setaffinity(0, saved)
+
+
+def test_sends_that_fall_short_of_a_full_socket_buffer_are_finished_later(loop, run):
+    """Writes below the high-water mark, more than the socket buffers hold:
+    the send that the loop's blocking select submits ends at submission and falls
+    short; the transport then waits for room, and everything arrives, in order,
+    while the peer reads in a thread. No event but the send's own outcome wakes the
+    loop here (the reader's thread reports only when it has everything), so an
+    enter that waited past the short send's CQE would wait until the timeout.
+    Then the same with writes spread over iterations, while the loop answers
+    another connection."""
+
+    async def main():
+        stuck, stuck_cli = await _pair(loop)
+        echo, echo_cli = await _pair(loop)
+        echo.on_data = echo.transport.write
+        stuck.transport.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 16384
+        )
+        stuck_cli.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        sent = bytearray()
+        for i in range(3):  # 60 KB in all, below the high-water mark (64 KiB)
+            chunk = _pattern(20_000 + i)
+            sent += chunk
+            stuck.transport.write(chunk)
+
+        def read_all(n: int) -> bytes:
+            stuck_cli.setblocking(True)
+            out = bytearray()
+            while len(out) < n:
+                out += stuck_cli.recv(65536)
+            stuck_cli.setblocking(False)
+            return bytes(out)
+
+        assert await loop.run_in_executor(None, read_all, len(sent)) == bytes(sent)
+        sent.clear()
+        for i in range(200):
+            chunk = _pattern(20_000 + i)
+            sent += chunk
+            stuck.transport.write(chunk)
+            await asyncio.sleep(0)
+            if i % 20 == 19:
+                # The other connection is answered while this one's peer does not
+                # read.
+                await loop.sock_sendall(echo_cli, b"ping")
+                assert await _recv_exactly(loop, echo_cli, 4) == b"ping"
+        assert stuck.transport.get_write_buffer_size() > 0
+        assert await _recv_exactly(loop, stuck_cli, len(sent)) == bytes(sent)
+        for t in (stuck.transport, echo.transport):
+            t.close()
+        stuck_cli.close()
+        echo_cli.close()
+
+    run(main(), timeout=20)
+
+
 @pytest.mark.parametrize("path", ["pool", "resumed backlog", "large receive"])
 def test_no_memory_for_received_bytes_fails_the_transport(loop, run, path):
     """When the `bytes` for received data cannot be made (memory ran out: simulated
