@@ -1054,6 +1054,45 @@ def test_buffered_protocol_keeps_the_pool_for_large_receives(loop, run):
     run(main(), timeout=30)
 
 
+def _echo_enters(loop, run, msgs) -> tuple[int, int]:
+    """Echoes each of `msgs` on one ring transport to a blocking client in a thread
+    that shares the loop's CPU, as in the benchmarks; returns the selects and the
+    io_uring_enter calls the loop made meanwhile."""
+    from ringio import _core
+    from ringio.loop._selector import select_count
+
+    cpu = min(os.sched_getaffinity(0))
+    saved = os.sched_getaffinity(0)
+    counts: list[int] = []
+
+    async def main():
+        proto, cli = await _pair(loop)
+        proto.on_data = proto.transport.write  # echo
+        cli.setblocking(True)
+
+        def client() -> None:
+            os.sched_setaffinity(0, {cpu})  # this thread
+            for msg in msgs:
+                cli.sendall(msg)
+                got = bytearray()
+                while len(got) < len(msg):
+                    got += cli.recv(65536)
+                assert got == msg
+
+        s0, e0 = select_count(), _core._enter_count()
+        await loop.run_in_executor(None, client)
+        counts.extend((select_count() - s0, _core._enter_count() - e0))
+        proto.transport.close()
+        cli.close()
+
+    os.sched_setaffinity(0, {cpu})
+    try:
+        run(main(), timeout=30)
+    finally:
+        os.sched_setaffinity(0, saved)
+    return counts[0], counts[1]
+
+
 def test_select_enters_the_kernel_once_per_iteration(loop, run):
     """The select step's io_uring_enter (GETEVENTS) runs the deferred task work
     itself; reaping after it enters again only when more work was queued since
@@ -1061,81 +1100,21 @@ def test_select_enters_the_kernel_once_per_iteration(loop, run):
     messages are echoed by write()'s immediate sendmsg (over the high-water mark),
     not by a SEND in the next enter, and the client shares the loop's CPU, as in
     the benchmarks: nothing is queued between the enter and the reap."""
-    from ringio import _core
-    from ringio.loop._selector import select_count
-
     rounds = 200
-    cpu = min(os.sched_getaffinity(0))
-    saved = os.sched_getaffinity(0)
-
-    async def main():
-        proto, cli = await _pair(loop)
-        proto.on_data = proto.transport.write  # echo
-        cli.setblocking(True)
-
-        def client() -> None:
-            os.sched_setaffinity(0, {cpu})  # this thread
-            msg = b"z" * 100_000
-            for _ in range(rounds):
-                cli.sendall(msg)
-                got = 0
-                while got < len(msg):
-                    got += len(cli.recv(65536))
-
-        s0, e0 = select_count(), _core._enter_count()
-        await loop.run_in_executor(None, client)
-        selects, enters = select_count() - s0, _core._enter_count() - e0
-        assert selects >= rounds
-        assert enters <= selects * 1.25 + 10, (enters, selects)
-        proto.transport.close()
-        cli.close()
-
-    os.sched_setaffinity(0, {cpu})
-    try:
-        run(main(), timeout=30)
-    finally:
-        os.sched_setaffinity(0, saved)
+    selects, enters = _echo_enters(loop, run, [b"z" * 100_000] * rounds)
+    assert selects >= rounds
+    assert enters <= selects * 1.25 + 10, (enters, selects)
 
 
 def test_a_reply_is_sent_by_the_enter_that_waits_for_the_next_request(loop, run):
     """A send queued by write() goes to the kernel with the next select's blocking
-    io_uring_enter, as one that completes during its submission (MSG_DONTWAIT), so
-    that enter waits past its CQE for the next request: one enter per request-reply
+    io_uring_enter, as one that ends during its submission (MSG_DONTWAIT), so that
+    enter waits past its CQE for the next request: one enter per request-reply
     round at one connection, where a send that completes later would end the wait
     at once and need a second enter (two per round)."""
-    from ringio import _core
-
     rounds = 300
-    cpu = min(os.sched_getaffinity(0))
-    saved = os.sched_getaffinity(0)
-
-    async def main():
-        proto, cli = await _pair(loop)
-        proto.on_data = proto.transport.write  # echo
-        cli.setblocking(True)
-
-        def client() -> None:
-            os.sched_setaffinity(0, {cpu})  # this thread
-            for i in range(rounds):
-                msg = i.to_bytes(4, "big") * 256
-                cli.sendall(msg)
-                got = b""
-                while len(got) < len(msg):
-                    got += cli.recv(65536)
-                assert got == msg
-
-        e0 = _core._enter_count()
-        await loop.run_in_executor(None, client)
-        enters = _core._enter_count() - e0
-        assert enters <= rounds * 1.25 + 10, (enters, rounds)
-        proto.transport.close()
-        cli.close()
-
-    os.sched_setaffinity(0, {cpu})
-    try:
-        run(main(), timeout=30)
-    finally:
-        os.sched_setaffinity(0, saved)
+    _, enters = _echo_enters(loop, run, [i.to_bytes(4, "big") * 256 for i in range(rounds)])
+    assert enters <= rounds * 1.25 + 10, (enters, rounds)
 
 
 def test_sends_that_fall_short_of_a_full_socket_buffer_are_finished_later(loop, run):
