@@ -570,6 +570,36 @@ mod tests {
     }
 
     #[test]
+    fn a_send_covers_the_queue_until_more_is_written_or_the_iovecs_run_out() {
+        let mut q = Queue::new();
+        assert!(!q.in_flight_covers_queue(), "nothing in flight");
+        q.write_copy(b"head");
+        shared(&mut q, &[2; COALESCE]);
+        q.start_send().unwrap();
+        assert!(q.in_flight_covers_queue());
+        q.write_copy(b"later");
+        assert!(
+            !q.in_flight_covers_queue(),
+            "written while the send is in flight"
+        );
+        q.finish_send(3);
+        q.start_send().unwrap();
+        assert!(
+            q.in_flight_covers_queue(),
+            "the rest of the head, and what followed"
+        );
+        q.finish_send((1 + COALESCE + 5) as i32);
+        for _ in 0..MAX_IOV + 1 {
+            shared(&mut q, &[1; COALESCE]);
+        }
+        q.start_send().unwrap();
+        assert!(
+            !q.in_flight_covers_queue(),
+            "one chunk more than one send takes"
+        );
+    }
+
+    #[test]
     fn retry_and_failure_leave_the_queue_to_the_owner() {
         let mut q = Queue::new();
         q.write_copy(b"data");
