@@ -11,7 +11,7 @@
 //! whenever the state stops being clear (the files do so where it changes); a gate
 //! shut when it need not be only costs the Python method's frame.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_int, c_uint, c_void};
 use std::os::fd::RawFd;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +21,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use crate::pytype::{gc_dealloc, gc_heap_type_with_flags, slot, take_field, traverse};
+use crate::pytype::{
+    gc_dealloc, gc_heap_type_with_flags, object_member_offset, slot, take_field, traverse,
+};
 use crate::ready;
 
 /// Whether one file (or engine) lets reads be served inline, and what such a read
@@ -106,7 +108,8 @@ const PREADINTO: u8 = 1;
 
 /// The descriptor's layout. `full` is the file's Python method (every check, every
 /// case), `queued` the coroutine function a read the page cache cannot serve goes
-/// to once the gate has passed.
+/// to once the gate has passed; `gate_slot` says where the files of one type keep
+/// their gate.
 #[repr(C)]
 struct InlineRead {
     ob_base: ffi::PyObject,
@@ -115,6 +118,90 @@ struct InlineRead {
     full: *mut ffi::PyObject,
     queued: *mut ffi::PyObject,
     kind: u8,
+    gate_slot: GateSlot,
+}
+
+/// Where the instances of one file type keep `_gate`. The files declare it in
+/// `__slots__`, so it is an object pointer at a fixed offset of the instance: read
+/// there, a read of the gate costs a few instructions, where `getattr` cost about
+/// 150 (the type's lookup, the instance dict's), a tenth of a cached `pread`'s
+/// instructions in user space. A slot's `member_descriptor` is a data descriptor,
+/// which attribute lookup finds before the instance dict, and reading the slot is
+/// what it does; that holds for an instance of exactly `of_type` while that type is
+/// unchanged (CPython gives a type a new `tp_version_tag` whenever it or a base is
+/// modified). Files of any other type, and a type whose `_gate` is not such a slot,
+/// are read with `getattr`.
+#[repr(C)]
+struct GateSlot {
+    /// The type looked at first (a strong reference), or NULL before the first call.
+    of_type: *mut ffi::PyObject,
+    /// `of_type`'s `tp_version_tag` when its `_gate` was looked up (0: none was
+    /// assigned, and its files are read with `getattr`).
+    version_tag: c_uint,
+    /// Where its instances keep `_gate`; -1 where that is not a slot.
+    offset: ffi::Py_ssize_t,
+}
+
+impl GateSlot {
+    /// Where `file` keeps its gate, if its type is `of_type`, unchanged since the
+    /// lookup, and keeps the gate in a slot.
+    ///
+    /// # Safety
+    /// The GIL is held; `file` is a live object.
+    unsafe fn place(&self, file: *mut ffi::PyObject) -> Option<*mut *mut ffi::PyObject> {
+        // SAFETY: `file` and `of_type` (when not NULL) are live objects; only the
+        // type pointer and the version tag are read.
+        unsafe {
+            let tp = ffi::Py_TYPE(file);
+            let unchanged = tp as *mut ffi::PyObject == self.of_type
+                && self.offset >= 0
+                && self.version_tag != 0
+                && (*tp).tp_version_tag == self.version_tag;
+            // SAFETY: `file` is an instance of `of_type`, unmodified since `learn`
+            // found a writable object slot at `offset` within its basic size.
+            unchanged.then(|| (file as *mut u8).offset(self.offset) as *mut *mut ffi::PyObject)
+        }
+    }
+
+    /// Looks up where instances of `file`'s type keep `_gate`, when no type was
+    /// looked at yet or the one looked at is `file`'s and was modified since (the
+    /// files of every other type, and of a type whose `_gate` is no slot, keep
+    /// using `getattr`).
+    fn learn(&mut self, file: &Bound<'_, PyAny>) {
+        let py = file.py();
+        let tp = file.get_type();
+        // SAFETY: `tp` is a live type; only its size and version tag are read.
+        let (basicsize, tag_now) = unsafe {
+            (
+                (*tp.as_type_ptr()).tp_basicsize,
+                (*tp.as_type_ptr()).tp_version_tag,
+            )
+        };
+        if !self.of_type.is_null() && (self.of_type != tp.as_ptr() || self.version_tag == tag_now) {
+            // Another type, or this one unchanged: nothing new to learn.
+            return;
+        }
+        let lookup = || -> PyResult<Option<ffi::Py_ssize_t>> {
+            let member = py.import("types")?.getattr("MemberDescriptorType")?;
+            let member = member.cast_into::<PyType>()?;
+            // A type's attribute lookup walks its MRO; a member descriptor's
+            // `__get__(None, type)` is the descriptor itself.
+            let descr = tp.getattr(pyo3::intern!(py, "_gate"))?;
+            Ok(object_member_offset(&descr, &member, basicsize))
+        };
+        let offset = lookup().unwrap_or_else(|e| {
+            discard(py, e);
+            None
+        });
+        // SAFETY: as above; read after the lookup, which assigns a tag to a type
+        // that has none (unless the interpreter ran out of tags: then 0).
+        let version_tag = unsafe { (*tp.as_type_ptr()).tp_version_tag };
+        let previous = std::mem::replace(&mut self.of_type, tp.into_any().unbind().into_ptr());
+        // SAFETY: `previous` is NULL or the reference this slot held.
+        unsafe { ffi::Py_XDECREF(previous) };
+        self.version_tag = version_tag;
+        self.offset = offset.unwrap_or(-1);
+    }
 }
 
 /// Drops an error at once. These slots are called by CPython, not through PyO3's
@@ -127,13 +214,25 @@ fn discard(py: Python<'_>, err: PyErr) {
     unsafe { ffi::PyErr_Clear() };
 }
 
-/// The file's gate: its `_gate` attribute, if that is a `ReadGate` that passes.
-fn passing_gate<'py>(file: &Bound<'py, PyAny>) -> Option<Bound<'py, ReadGate>> {
+/// The file's gate: its `_gate` attribute (in place where `slot` knows the place,
+/// else with `getattr`), if that is a `ReadGate` that passes.
+fn passing_gate<'py>(
+    slot: &mut GateSlot,
+    file: &Bound<'py, PyAny>,
+) -> Option<Bound<'py, ReadGate>> {
     let py = file.py();
-    let gate = file
-        .getattr(pyo3::intern!(py, "_gate"))
-        .map_err(|e| discard(py, e))
-        .ok()?;
+    // SAFETY: the GIL is held and `file` is live.
+    let gate = match unsafe { slot.place(file.as_ptr()) } {
+        // SAFETY: the place holds NULL (unset: no attribute) or a reference the
+        // file owns, from which a new one is made.
+        Some(place) => unsafe { Bound::from_borrowed_ptr_or_opt(py, *place) }?,
+        None => {
+            slot.learn(file);
+            file.getattr(pyo3::intern!(py, "_gate"))
+                .map_err(|e| discard(py, e))
+                .ok()?
+        }
+    };
     let gate = gate.cast_into::<ReadGate>().ok()?;
     gate.get().passes(py).then_some(gate)
 }
@@ -221,7 +320,7 @@ unsafe extern "C" fn inline_read_vectorcall(
         let nargs = ffi::PyVectorcall_NARGS(nargsf);
         if kwnames.is_null() && nargs == 3 {
             let file = Borrowed::from_ptr(py, *args);
-            if let Some(gate) = passing_gate(&file) {
+            if let Some(gate) = passing_gate(&mut (*me).gate_slot, &file) {
                 let target = Borrowed::from_ptr(py, *args.add(1));
                 let offset = Borrowed::from_ptr(py, *args.add(2));
                 if let Some(offset) = plain_index(&offset) {
@@ -313,6 +412,11 @@ unsafe extern "C" fn inline_read_new(
             (*me).full = full.clone().into_ptr();
             (*me).queued = queued.into_ptr();
             (*me).kind = kind;
+            (*me).gate_slot = GateSlot {
+                of_type: ptr::null_mut(),
+                version_tag: 0,
+                offset: -1,
+            };
             let obj = Bound::from_owned_ptr(py, obj);
             // The Python method's name, doc and module, for help() and inspect.
             for name in ["__name__", "__qualname__", "__doc__", "__module__"] {
@@ -339,7 +443,17 @@ unsafe extern "C" fn inline_read_traverse(
     // SAFETY: called by the GC on a live InlineRead; its fields are NULL or held.
     unsafe {
         let me = slf as *mut InlineRead;
-        traverse(slf, &[(*me).dict, (*me).full, (*me).queued], visit, arg)
+        traverse(
+            slf,
+            &[
+                (*me).dict,
+                (*me).full,
+                (*me).queued,
+                (*me).gate_slot.of_type,
+            ],
+            visit,
+            arg,
+        )
     }
 }
 
@@ -351,6 +465,7 @@ unsafe extern "C" fn inline_read_clear(slf: *mut ffi::PyObject) -> c_int {
         ffi::Py_XDECREF(take_field(&mut (*me).dict));
         ffi::Py_XDECREF(take_field(&mut (*me).full));
         ffi::Py_XDECREF(take_field(&mut (*me).queued));
+        ffi::Py_XDECREF(take_field(&mut (*me).gate_slot.of_type));
     }
     0
 }

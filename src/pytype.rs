@@ -1,7 +1,9 @@
 //! What ringio's hand-made Python types share. `LineIter`, `Ready` and `Started` are
 //! built from slots with `PyType_FromSpec`, not `#[pyclass]`, because they
 //! need `am_send` (an `await` that completes without raising StopIteration): the
-//! slot and method entries, the GC-tracked heap type, and its dealloc.
+//! slot and method entries, the GC-tracked heap type, and its dealloc; and where an
+//! instance keeps a `__slots__` entry (`object_member_offset`), for the native code
+//! that reads Python objects' slots in place.
 
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
@@ -438,4 +440,29 @@ pub(crate) fn thrown(args: &Bound<'_, PyAny>) -> PyErr {
         Ok(v) => PyErr::from_value(v),
         Err(e) => e,
     }
+}
+
+/// Where a `__slots__` entry keeps its object in an instance, if `descr` is one:
+/// a `member_descriptor` (exactly `member`, `types.MemberDescriptorType`) whose
+/// `PyMemberDef` is a writable `Py_T_OBJECT_EX` member that lies within the first
+/// `basicsize` bytes of an instance (the size of the class whose instances are
+/// read there).
+pub fn object_member_offset(
+    descr: &Bound<'_, PyAny>,
+    member: &Bound<'_, PyType>,
+    basicsize: ffi::Py_ssize_t,
+) -> Option<ffi::Py_ssize_t> {
+    if !descr.get_type().is(member) {
+        return None;
+    }
+    // SAFETY: `descr` is a `member_descriptor` (its exact type checked above),
+    // whose C layout is PyMemberDescrObject on CPython 3.11+; `d_member` points at
+    // the PyMemberDef the class keeps for as long as it lives.
+    let (type_code, flags, offset) = unsafe {
+        let def = (*(descr.as_ptr() as *mut ffi::PyMemberDescrObject)).d_member;
+        ((*def).type_code, (*def).flags, (*def).offset)
+    };
+    let fits = offset >= std::mem::size_of::<ffi::PyObject>() as ffi::Py_ssize_t
+        && offset + std::mem::size_of::<*mut ffi::PyObject>() as ffi::Py_ssize_t <= basicsize;
+    (type_code == ffi::Py_T_OBJECT_EX && flags & ffi::Py_READONLY == 0 && fits).then_some(offset)
 }

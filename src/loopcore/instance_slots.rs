@@ -22,7 +22,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::handles::object_member_offset;
+use crate::pytype::object_member_offset;
 
 /// asyncio's `BaseEventLoop` attributes that the core reads, by index.
 pub(super) const LOOP_ATTRS: [&str; 8] = [

@@ -308,3 +308,60 @@ async def test_a_read_from_the_buffer_waits_behind_an_op_holding_the_lock(engine
             assert not seek.done() and not read.done()
         assert await seek == 1000
         assert await read == PAYLOAD[1000:1004]
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_a_gate_given_by_a_property_added_later_is_the_one_read(
+    engine, path, buffering, monkeypatch
+):
+    # The native pread reads a file's gate where its slot keeps it, for files of
+    # the type it looked at first, while that type is unchanged; a property that
+    # the class gets later replaces the slot, as it does for attribute lookup.
+    async with ringio.open(path, "rb", buffering=buffering) as f:
+        assert await f.pread(10, 0) == PAYLOAD[:10]
+        cls = type(f)
+        gate = cls.__dict__["_gate"].__get__(f, cls)
+        looked_up = []
+
+        def counted(self):
+            looked_up.append(self)
+            return gate
+
+        monkeypatch.setattr(cls, "_gate", property(counted))
+        assert await f.pread(10, 5) == PAYLOAD[5:15]
+        assert looked_up and looked_up[0] is f
+        monkeypatch.undo()
+        looked_up.clear()
+        assert await f.pread(10, 20) == PAYLOAD[20:30]
+        assert looked_up == []
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+async def test_a_file_moved_to_a_subclass_has_its_gate_read_as_the_subclass_says(
+    engine, path, buffering
+):
+    async with ringio.open(path, "rb", buffering=buffering) as f:
+        assert await f.pread(10, 0) == PAYLOAD[:10]
+        base = type(f)
+        gate = base.__dict__["_gate"].__get__(f, base)
+        looked_up = []
+
+        class Sub(base):  # type: ignore[valid-type, misc]
+            @property
+            def _gate(self):
+                looked_up.append(self)
+                return gate
+
+        f.__class__ = Sub
+        try:
+            assert await f.pread(10, 5) == PAYLOAD[5:15]
+            assert looked_up and looked_up[0] is f
+        finally:
+            f.__class__ = base
+        # A file with no gate at all (deleted) is read by the Python method, which
+        # says so as attribute lookup does.
+        del f._gate
+        with pytest.raises(AttributeError, match="_gate"):
+            await f.pread(10, 0)
+        f._gate = gate
+        assert await f.pread(3, 7) == PAYLOAD[7:10]

@@ -53,6 +53,9 @@ class AsyncBufferedFile(_BinaryFile):
     the buffered file never interleave. Under it, the buffered file calls the raw
     file's lock-held parts."""
 
+    # Read in place by the native ``pread``/``preadinto``, as ``AsyncFileIO._gate``.
+    __slots__ = ("_gate",)
+
     def __init__(self, raw: AsyncFileIO, buffer_size: int) -> None:
         self.raw = raw
         self._lock = raw._lock

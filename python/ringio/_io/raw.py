@@ -47,6 +47,11 @@ class AsyncFileIO(PositionalIO, DirectIO, _BinaryFile):
     position, seek, truncate and close go through.
     """
 
+    # The native ``pread``/``preadinto`` read the gate at its slot's offset rather
+    # than through the instance dict (src/inline_read.rs); the rest of the state
+    # stays in the instance's ``__dict__``.
+    __slots__ = ("_gate",)
+
     def __init__(
         self, fd: int, name: Any, mode: str, *, readable: bool, writable: bool,
         append: bool, closefd: bool, seekable: bool, pos: int, direct: bool,
