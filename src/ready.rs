@@ -15,6 +15,7 @@
 
 use std::ffi::{c_int, c_void};
 use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
@@ -23,7 +24,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
 use crate::fastpath;
-use crate::pytype::{coroutine_type, gc_dealloc, stop_iteration, thrown, traverse, CoroutineType};
+use crate::pytype::{coroutine_type, stop_iteration, thrown, traverse, CoroutineType};
 
 /// The type, made once at module import.
 static READY_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -37,16 +38,54 @@ struct Ready {
 
 pub(crate) const REUSED: &str = "cannot reuse an already awaited ringio result";
 
+/// How many dead `Ready`s are kept for reuse.
+const KEPT_MAX: usize = 32;
+
+/// Dead `Ready`s, kept for the next ones as CPython keeps dead floats and tuples: a
+/// cached read makes one and drops it at its `await`, and the allocation and the
+/// free, GC bookkeeping included, were about a tenth of such a read's instructions
+/// in user space. Each of the first `KEPT_LEN` entries is the memory of a `Ready`
+/// that `ready_dealloc` untracked, cleared (`value` NULL) and whose type reference
+/// it released. Only touched with the GIL held (the module keeps the GIL on
+/// free-threaded builds, and PyO3 modules are not loaded in subinterpreters), so
+/// relaxed atomics, plain loads and stores, are enough.
+static KEPT: [AtomicPtr<ffi::PyObject>; KEPT_MAX] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; KEPT_MAX];
+static KEPT_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// A new `Ready` of type `tp` with `value` NULL, tracked by the GC: a kept one
+/// made live again, else a new allocation. NULL with an exception set on failure.
+///
+/// # Safety
+/// The GIL is held; `tp` is the Ready type.
+unsafe fn alloc_ready(tp: *mut ffi::PyTypeObject) -> *mut ffi::PyObject {
+    let len = KEPT_LEN.load(Ordering::Relaxed);
+    if len == 0 {
+        // SAFETY: PyType_GenericAlloc zero-fills the object (so `value` starts
+        // NULL) and starts GC tracking.
+        return unsafe { ffi::PyType_GenericAlloc(tp, 0) };
+    }
+    KEPT_LEN.store(len - 1, Ordering::Relaxed);
+    let obj = KEPT[len - 1].load(Ordering::Relaxed);
+    // SAFETY: `obj` is the memory of a dead Ready (see `KEPT`), now out of the
+    // list: PyObject_Init gives it its type (a new reference to it) and a first
+    // reference, and the GC tracks it again, as PyType_GenericAlloc leaves a new one.
+    unsafe {
+        ffi::PyObject_Init(obj, tp);
+        ffi::PyObject_GC_Track(obj as *mut c_void);
+    }
+    obj
+}
+
 /// A new `Ready` holding `value` (the reference moves into it).
 pub fn ready<'py>(py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let tp = READY_TYPE
         .get(py)
         .ok_or_else(|| PyRuntimeError::new_err("ringio._core.Ready is not registered"))?;
-    // SAFETY: `tp` is the Ready heap type; PyType_GenericAlloc zero-fills the object
-    // (so `value` starts NULL) and starts GC tracking; the result is a new
-    // reference or NULL with an exception set.
+    // SAFETY: `tp` is the Ready type; the result is a new reference with `value`
+    // NULL, or NULL with an exception set.
     unsafe {
-        let obj = ffi::PyType_GenericAlloc(tp.as_ptr() as *mut ffi::PyTypeObject, 0);
+        let obj = alloc_ready(tp.as_ptr() as *mut ffi::PyTypeObject);
         let obj = Bound::from_owned_ptr_or_err(py, obj)?;
         (*(obj.as_ptr() as *mut Ready)).value = value.into_ptr();
         Ok(obj)
@@ -225,7 +264,7 @@ unsafe extern "C" fn ready_new(
             PyTypeError::new_err("Ready(value) takes exactly one positional argument").restore(py);
             return ptr::null_mut();
         }
-        let obj = ffi::PyType_GenericAlloc(tp, 0);
+        let obj = alloc_ready(tp);
         if !obj.is_null() {
             let value = ffi::PyTuple_GetItem(args, 0);
             ffi::Py_INCREF(value);
@@ -253,9 +292,27 @@ unsafe extern "C" fn ready_clear(slf: *mut ffi::PyObject) -> c_int {
     0
 }
 
+/// `tp_dealloc`: as `gc_dealloc`, but the memory is kept for the next `Ready`
+/// while `KEPT` has room.
 unsafe extern "C" fn ready_dealloc(slf: *mut ffi::PyObject) {
     // SAFETY: called by CPython for the last reference, with the GIL held.
-    unsafe { gc_dealloc(slf, ready_clear) }
+    // Untracked before clearing so the GC never sees a half-cleared object; the
+    // heap type's reference is released last, whether the memory is kept or freed.
+    unsafe {
+        ffi::PyObject_GC_UnTrack(slf as *mut c_void);
+        ready_clear(slf);
+        let tp = ffi::Py_TYPE(slf);
+        let len = KEPT_LEN.load(Ordering::Relaxed);
+        let kept = len < KEPT_MAX;
+        if kept {
+            KEPT[len].store(slf, Ordering::Relaxed);
+            KEPT_LEN.store(len + 1, Ordering::Relaxed);
+        }
+        if !kept {
+            ffi::PyObject_GC_Del(slf as *mut c_void);
+        }
+        ffi::Py_DECREF(tp as *mut ffi::PyObject);
+    }
 }
 
 /// Creates `Ready` and adds it and `pread_ready` to the module.

@@ -170,6 +170,33 @@ def test_ready_behaves_as_a_finished_coroutine():
         Ready()
 
 
+async def test_results_made_after_others_were_dropped_are_whole_and_collectable(engine, path):
+    # Dropped results' memory is reused for new ones: each must still hold its own
+    # value, keep its type alive, and be found by the garbage collector.
+    import weakref
+
+    refs_to_type = sys.getrefcount(Ready)
+    async with ringio.open(path, "rb") as f:
+        for rounds in range(3):
+            pending = [f.pread(3, k) for k in range(100)]
+            pending += [Ready(k) for k in range(100)]
+            assert [await r for r in pending[:100]] == [PAYLOAD[k : k + 3] for k in range(100)]
+            assert [await r for r in pending[100:]] == list(range(100))
+            assert all(gc.is_tracked(r) for r in pending), rounds
+            del pending
+
+    class Box:
+        pass
+
+    box = Box()
+    box.result = Ready(box)  # a cycle through a result
+    gone = weakref.ref(box)
+    del box
+    gc.collect()
+    assert gone() is None
+    assert sys.getrefcount(Ready) == refs_to_type
+
+
 def test_the_read_methods_are_coroutine_functions_to_inspect():
     names = ("read", "readinto", "pread") if sys.version_info >= (3, 12) else ("read", "readinto")
     for cls in (ringio.AsyncFileIO, ringio.AsyncBufferedFile):
