@@ -175,6 +175,7 @@ async def test_results_made_after_others_were_dropped_are_whole_and_collectable(
     # value, keep its type alive, and be found by the garbage collector.
     import weakref
 
+    gc.collect()  # results of earlier tests that only the collector frees
     refs_to_type = sys.getrefcount(Ready)
     async with ringio.open(path, "rb") as f:
         for rounds in range(3):
