@@ -81,14 +81,16 @@ bench: bench-deps
 # thread (the thread engine's, or the aio engine's for opens) must run while
 # ringio's loop waits in io_uring_enter: the loops of several threads
 # (tests/engines/test_engine_threads.py), a file used from another loop or thread
-# (tests/engines/test_other_loop.py), the thread engine on ringio's loop.
+# (tests/engines/test_other_loop.py), the thread engine on ringio's loop, and a
+# loop run in another thread that `run_coroutine_threadsafe` hands a result to.
 SANITIZE_TESTS ?= tests/aio tests/uring tests/engines tests/files/test_inline_reads.py \
 	tests/files/test_native_pread.py tests/files/test_ready_future.py \
 	tests/loop/test_native_calls.py tests/loop/test_loop_state.py
 SANITIZE_SKIP ?= --ignore=tests/aio/test_threads.py \
 	--ignore=tests/engines/test_engine_threads.py \
 	--ignore=tests/engines/test_other_loop.py -k "not thread-ringio" \
-	--deselect "tests/uring/test_ring.py::test_get_events_releases_the_gil"
+	--deselect "tests/uring/test_ring.py::test_get_events_releases_the_gil" \
+	--deselect "tests/files/test_ready_future.py::test_run_coroutine_threadsafe_takes_a_ready"
 sanitize: install miri
 	@command -v valgrind >/dev/null || (apt-get update -qq && apt-get install -y -qq valgrind >/dev/null)
 	PYTHONMALLOC=malloc valgrind --tool=memcheck --error-exitcode=99 --leak-check=no \

@@ -68,8 +68,10 @@ unsafe fn alloc_ready(tp: *mut ffi::PyTypeObject) -> *mut ffi::PyObject {
     KEPT_LEN.store(len - 1, Ordering::Relaxed);
     let obj = KEPT[len - 1].load(Ordering::Relaxed);
     // SAFETY: `obj` is the memory of a dead Ready (see `KEPT`), now out of the
-    // list: PyObject_Init gives it its type (a new reference to it) and a first
-    // reference, and the GC tracks it again, as PyType_GenericAlloc leaves a new one.
+    // list, of the size of every Ready (the type is no base type: no subclass
+    // makes larger ones): PyObject_Init gives it its type (a new reference to it)
+    // and a first reference, and the GC tracks it again, as PyType_GenericAlloc
+    // leaves a new one.
     unsafe {
         ffi::PyObject_Init(obj, tp);
         ffi::PyObject_GC_Track(obj as *mut c_void);
