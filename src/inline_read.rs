@@ -22,7 +22,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyType;
 
 use crate::pytype::{
-    gc_dealloc, gc_heap_type_with_flags, object_member_offset, slot, take_field, traverse,
+    gc_dealloc, gc_heap_type_with_flags, object_member_offset, slot, slot_in_place, take_field,
+    traverse,
 };
 use crate::ready;
 
@@ -149,17 +150,19 @@ impl GateSlot {
     /// # Safety
     /// The GIL is held; `file` is a live object.
     unsafe fn place(&self, file: *mut ffi::PyObject) -> Option<*mut *mut ffi::PyObject> {
-        // SAFETY: `file` and `of_type` (when not NULL) are live objects; only the
-        // type pointer and the version tag are read.
+        if self.offset < 0 {
+            return None;
+        }
+        // SAFETY: the GIL is held and `file` is live; `of_type` is NULL or the live
+        // type on which `learn` found a writable object slot at `offset` while its
+        // tag was `version_tag`.
         unsafe {
-            let tp = ffi::Py_TYPE(file);
-            let unchanged = tp as *mut ffi::PyObject == self.of_type
-                && self.offset >= 0
-                && self.version_tag != 0
-                && (*tp).tp_version_tag == self.version_tag;
-            // SAFETY: `file` is an instance of `of_type`, unmodified since `learn`
-            // found a writable object slot at `offset` within its basic size.
-            unchanged.then(|| (file as *mut u8).offset(self.offset) as *mut *mut ffi::PyObject)
+            slot_in_place(
+                file,
+                self.of_type as *mut ffi::PyTypeObject,
+                self.version_tag,
+                self.offset,
+            )
         }
     }
 

@@ -2,8 +2,8 @@
 //! built from slots with `PyType_FromSpec`, not `#[pyclass]`, because they
 //! need `am_send` (an `await` that completes without raising StopIteration): the
 //! slot and method entries, the GC-tracked heap type, and its dealloc; and where an
-//! instance keeps a `__slots__` entry (`object_member_offset`), for the native code
-//! that reads Python objects' slots in place.
+//! instance keeps a `__slots__` entry (`object_member_offset`, `slot_in_place`), for
+//! the native code that reads Python objects' slots in place.
 
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
@@ -465,4 +465,29 @@ pub fn object_member_offset(
     let fits = offset >= std::mem::size_of::<ffi::PyObject>() as ffi::Py_ssize_t
         && offset + std::mem::size_of::<*mut ffi::PyObject>() as ffi::Py_ssize_t <= basicsize;
     (type_code == ffi::Py_T_OBJECT_EX && flags & ffi::Py_READONLY == 0 && fits).then_some(offset)
+}
+
+/// Where `obj` keeps the `__slots__` entry at `offset` (which `object_member_offset`
+/// found on `of_type`), if `obj`'s type is exactly `of_type` and that type's
+/// `tp_version_tag` is still `version_tag`: CPython gives a type a new tag whenever
+/// it or one of its bases is modified, so the slot's descriptor is then still the
+/// one that was looked up. A tag of 0 (none was assigned) reads nothing in place.
+///
+/// # Safety
+/// The GIL is held; `obj` is a live object; `of_type` is NULL or a live type on
+/// which `object_member_offset` gave `offset` while its tag was `version_tag`.
+pub unsafe fn slot_in_place(
+    obj: *mut ffi::PyObject,
+    of_type: *mut ffi::PyTypeObject,
+    version_tag: std::ffi::c_uint,
+    offset: ffi::Py_ssize_t,
+) -> Option<*mut *mut ffi::PyObject> {
+    // SAFETY: the caller's contract; `of_type` is read only once it is `obj`'s type
+    // (so not NULL), and the place is within the instance's basic size.
+    unsafe {
+        let unchanged = ffi::Py_TYPE(obj) == of_type
+            && version_tag != 0
+            && (*of_type).tp_version_tag == version_tag;
+        unchanged.then(|| (obj as *mut u8).offset(offset) as *mut *mut ffi::PyObject)
+    }
 }

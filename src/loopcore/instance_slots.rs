@@ -22,7 +22,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::pytype::object_member_offset;
+use crate::pytype::{object_member_offset, slot_in_place};
 
 /// asyncio's `BaseEventLoop` attributes that the core reads, by index.
 pub(super) const LOOP_ATTRS: [&str; 8] = [
@@ -96,18 +96,16 @@ impl<const N: usize> InstanceSlots<N> {
     /// that type is unmodified since `of`.
     fn place(&self, obj: &Bound<'_, PyAny>, index: usize) -> Option<*mut *mut ffi::PyObject> {
         let offset = self.offsets[index]?;
-        let kind = self.of_type.as_ptr() as *mut ffi::PyTypeObject;
-        // SAFETY: `obj` and `kind` are live objects; only their type pointer and
-        // version tag are read.
-        let unchanged = unsafe {
-            ffi::Py_TYPE(obj.as_ptr()) == kind
-                && self.version_tag != 0
-                && (*kind).tp_version_tag == self.version_tag
-        };
-        // SAFETY: `obj` is an instance of `of_type`, which is unmodified since `of`
-        // found a writable object slot at `offset` within its basic size.
-        unchanged
-            .then(|| unsafe { (obj.as_ptr() as *mut u8).offset(offset) as *mut *mut ffi::PyObject })
+        // SAFETY: `obj` and `of_type` are live; `of` found a writable object slot at
+        // `offset` on `of_type` while its tag was `version_tag`.
+        unsafe {
+            slot_in_place(
+                obj.as_ptr(),
+                self.of_type.as_ptr() as *mut ffi::PyTypeObject,
+                self.version_tag,
+                offset,
+            )
+        }
     }
 
     /// `obj.<names[index]>`, or None where it has no such attribute.
