@@ -101,13 +101,33 @@ pub unsafe fn gc_dealloc(
     slf: *mut ffi::PyObject,
     clear: unsafe extern "C" fn(*mut ffi::PyObject) -> c_int,
 ) {
+    // SAFETY: the caller's contract; nothing keeps the memory.
+    unsafe { gc_dealloc_keeping(slf, clear, |_| false) }
+}
+
+/// `gc_dealloc`, but the memory goes to `keep` once the object is untracked and
+/// cleared, and is freed only where `keep` returns false (a type that reuses its
+/// dead objects' memory).
+///
+/// # Safety
+/// As `gc_dealloc`. Memory that `keep` takes is untracked and cleared, and its
+/// type's reference is released after `keep` returns: whoever makes it live again
+/// takes a new one (`PyObject_Init` does).
+pub unsafe fn gc_dealloc_keeping(
+    slf: *mut ffi::PyObject,
+    clear: unsafe extern "C" fn(*mut ffi::PyObject) -> c_int,
+    keep: impl FnOnce(*mut ffi::PyObject) -> bool,
+) {
     // SAFETY: caller's contract. Untracked before clearing so the GC never sees a
-    // half-cleared object; the heap type's reference is released last.
+    // half-cleared object; the heap type's reference is released last, whether the
+    // memory is kept or freed.
     unsafe {
         ffi::PyObject_GC_UnTrack(slf as *mut c_void);
         clear(slf);
         let tp = ffi::Py_TYPE(slf);
-        ffi::PyObject_GC_Del(slf as *mut c_void);
+        if !keep(slf) {
+            ffi::PyObject_GC_Del(slf as *mut c_void);
+        }
         ffi::Py_DECREF(tp as *mut ffi::PyObject);
     }
 }

@@ -24,7 +24,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
 use crate::fastpath;
-use crate::pytype::{coroutine_type, stop_iteration, thrown, traverse, CoroutineType};
+use crate::pytype::{
+    coroutine_type, gc_dealloc_keeping, stop_iteration, thrown, traverse, CoroutineType,
+};
 
 /// The type, made once at module import.
 static READY_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -297,23 +299,18 @@ unsafe extern "C" fn ready_clear(slf: *mut ffi::PyObject) -> c_int {
 /// `tp_dealloc`: as `gc_dealloc`, but the memory is kept for the next `Ready`
 /// while `KEPT` has room.
 unsafe extern "C" fn ready_dealloc(slf: *mut ffi::PyObject) {
-    // SAFETY: called by CPython for the last reference, with the GIL held.
-    // Untracked before clearing so the GC never sees a half-cleared object; the
-    // heap type's reference is released last, whether the memory is kept or freed.
+    // SAFETY: called by CPython for the last reference, with the GIL held; what
+    // `KEPT` takes is untracked, cleared, and its type reference is released after.
     unsafe {
-        ffi::PyObject_GC_UnTrack(slf as *mut c_void);
-        ready_clear(slf);
-        let tp = ffi::Py_TYPE(slf);
-        let len = KEPT_LEN.load(Ordering::Relaxed);
-        let kept = len < KEPT_MAX;
-        if kept {
-            KEPT[len].store(slf, Ordering::Relaxed);
+        gc_dealloc_keeping(slf, ready_clear, |dead| {
+            let len = KEPT_LEN.load(Ordering::Relaxed);
+            if len == KEPT_MAX {
+                return false;
+            }
+            KEPT[len].store(dead, Ordering::Relaxed);
             KEPT_LEN.store(len + 1, Ordering::Relaxed);
-        }
-        if !kept {
-            ffi::PyObject_GC_Del(slf as *mut c_void);
-        }
-        ffi::Py_DECREF(tp as *mut ffi::PyObject);
+            true
+        })
     }
 }
 
