@@ -154,6 +154,38 @@ async def test_an_aligned_o_direct_read_starts_when_the_method_is_called(engine,
             assert await read == 8192
 
 
+@pytest.mark.parametrize("bytes_out", [False, True], ids=["preadinto", "pread"])
+async def test_o_direct_reads_enter_the_kernel_at_the_call_while_others_are_in_flight(
+    engine, data_file, bytes_out
+):
+    """An O_DIRECT read goes to the device, so it enters the kernel when it is
+    started, not at the loop's next turn, even while the kernel has other reads
+    (other ops wait for the turn once the kernel has work: see
+    tests/engines/test_engines.py)."""
+    if engine.name != "uring":
+        pytest.skip("kernel AIO submits at the loop's turn; the thread engine when awaited")
+    path, payload = data_file
+    async with await _open(path, buffering=0, direct=True) as f:
+        ring = engine._proactor._stage_ring
+        reads, waiting = [], []
+        for k in range(6):  # no await in between: nothing is reaped meanwhile
+            offset = 4096 * k
+            if bytes_out:
+                reads.append(f.pread(4096, offset))
+            else:
+                buf = ringio.aligned(4096)
+                reads.append((f.preadinto(buf, offset), buf))
+            waiting.append(ring._sq_waiting)
+        assert ring.in_flight >= 6
+        assert waiting == [0] * 6
+        for k, read in enumerate(reads):
+            want = payload[4096 * k : 4096 * (k + 1)]
+            if bytes_out:
+                assert await read == want
+            else:
+                assert await read[0] == 4096 and bytes(read[1]) == want
+
+
 async def test_an_o_direct_read_started_at_the_call_is_a_coroutine_to_asyncio(
     engine, data_file
 ):
