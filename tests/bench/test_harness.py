@@ -56,6 +56,17 @@ def test_baseline_params_compare_every_row_with_one_baseline_cell() -> None:
                                             pytest.approx(1.2)]  # fmt: skip
 
 
+def test_paired_ratios_take_each_rounds_ratio() -> None:
+    # The host sped up between rounds: each round's ratio is 0.6 or 0.5, while the
+    # ratio of the medians would be 100 / 200.
+    got = files.paired_ratios([60.0, 100.0, 150.0], [100.0, 200.0, 250.0])
+    assert got == {"paired_ratio": pytest.approx(0.6), "paired_ratio_min": pytest.approx(0.5),
+                   "paired_ratio_max": pytest.approx(0.6)}  # fmt: skip
+    # A contender with rounds the baseline lacks (or none) has no paired figure.
+    assert files.paired_ratios([1.0, 2.0], [1.0]) == {}
+    assert files.paired_ratios([1.0], []) == {}
+
+
 def test_files_smoke_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -127,6 +138,8 @@ def test_files_smoke_run(
         assert 0 < m["ops_per_s_min"] <= m["ops_per_s"] <= m["ops_per_s_max"], r
         assert m["cpu_us"] > 0, r
         assert r["ratio_vs_baseline"] is not None, r  # every depth against qd 1
+        if r["contender"] != "os.pread":  # and against os.pread's run in each round
+            assert m["paired_ratio_min"] <= m["paired_ratio"] <= m["paired_ratio_max"], r
     for t in tables:  # every table's cells: medians of the rounds, with their spread
         for r in t["rows"]:
             m, metric = r["metrics"], t["metric"]
@@ -137,9 +150,12 @@ def test_files_smoke_run(
     if _engines._usable("uring") is None:
         by_task = "ringio.open[uring].preadinto"
         assert (by_task, 1) in cells and (by_task + " on ringio's loop", 1) in cells
+    fio_ran = any(r["contender"] == "fio io_uring" for r in direct["rows"])
     for r in direct["rows"]:
         m = r["metrics"]
         assert 0 < m["ops_per_s_min"] <= m["ops_per_s"] <= m["ops_per_s_max"], r
+        if fio_ran and r["contender"] != "fio io_uring":  # each round's own fio run
+            assert m["paired_ratio_min"] <= m["paired_ratio"] <= m["paired_ratio_max"], r
     assert (out / "files.png").read_bytes()[:8] == PNG_MAGIC
     md = (out / "results.md").read_text()
     assert md.startswith("Measured ") and "\n## files" in md

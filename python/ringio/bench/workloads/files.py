@@ -197,6 +197,20 @@ def tmpfs_copy(src: str) -> Path | None:
     return dst
 
 
+def paired_ratios(mine: list[float], base: list[float]) -> dict[str, float]:
+    """The median, min and max of the per-round ratios `mine[r] / base[r]` of two
+    contenders run in the same rounds: the host's drift between rounds, which moves
+    both, cancels out of each ratio. Empty when the lists do not pair up."""
+    if not base or len(mine) != len(base) or not all(base):
+        return {}
+    ratios = [m / b for m, b in zip(mine, base, strict=True)]
+    return {
+        "paired_ratio": statistics.median(ratios),
+        "paired_ratio_min": min(ratios),
+        "paired_ratio_max": max(ratios),
+    }
+
+
 def fio_randread(path: str, depth: int, runtime: int) -> float:
     """fio's io_uring engine, O_DIRECT 4 KiB random reads: IOPS (raises on failure)."""
     cmd = [
@@ -322,7 +336,9 @@ def run(options: Options) -> WorkloadResult:
             "same offsets, once untimed, then again until "
             f"{scale.rand_seconds:g} s have passed; {scale.rounds} rounds of every "
             "contender in turn, each cell the median (min-max beside it). cpu_us: the "
-            "process's CPU time per read."
+            "process's CPU time per read. paired_ratio: the median of each round's "
+            "ratio to that round's os.pread (min-max beside it), from which the host's "
+            "drift between rounds cancels."
         ),
     )  # fmt: skip
     open_names = [n.replace("ringio[", "ringio.open[") for n in ringio_names]
@@ -336,12 +352,16 @@ def run(options: Options) -> WorkloadResult:
 
     def add_per_depth(t: Table, cells: list[tuple[tuple[Any, ...], str, dict[str, Any]]]) -> None:
         """Runs `rand_read` cells; one row per contender and queue depth."""
-        for (c,), runs in interleaved(cells).items():
+        answers = interleaved(cells)
+        base = [r["ops_per_s"]["1"] for r in answers.get((PREAD_BASELINE,), [])]
+        for (c,), runs in answers.items():
             for d in runs[0]["ops_per_s"]:
                 per_depth = [
                     {"ops_per_s": r["ops_per_s"][d], "cpu_us": r["cpu_us"][d]} for r in runs
                 ]
-                t.add(c, {"qd": int(d)}, **medians(per_depth, "ops_per_s"))
+                mine = [r["ops_per_s"] for r in per_depth]
+                pairs = paired_ratios(mine, base) if c != PREAD_BASELINE else {}
+                t.add(c, {"qd": int(d)}, **medians(per_depth, "ops_per_s"), **pairs)
         result.tables.append(t)
 
     add_per_depth(t, rand_cells)
@@ -383,7 +403,9 @@ def run(options: Options) -> WorkloadResult:
             "fio --ioengine=io_uring --direct=1 --rw=randread --bs=4k on the same file. "
             f"{scale.direct_rounds} rounds of fio and every contender in turn; each "
             "cell is the median of its rounds (min and max beside it): the disk's "
-            "speed drifts between rounds. "
+            "speed drifts between rounds. paired_ratio: the median of each round's "
+            "ratio to that round's fio run (min and max beside it), from which the "
+            "drift cancels. "
             "ringio[...] and ringio.open[...]: `depth` tasks, each awaiting one read at a "
             "time (the engine into one aligned buffer per task; ringio.open's pread "
             "returns bytes; its .preadinto reads straight into one aligned buffer per "
@@ -420,8 +442,9 @@ def run(options: Options) -> WorkloadResult:
                     rates.setdefault((c, d), []).append(a["ops_per_s"][str(d)])
     for (c, d), runs in rates.items():
         if c not in refused:
+            fio = rates.get(("fio io_uring", d), []) if c != "fio io_uring" else []
             t.add(c, {"qd": d}, ops_per_s=statistics.median(runs), ops_per_s_min=min(runs),
-                  ops_per_s_max=max(runs))  # fmt: skip
+                  ops_per_s_max=max(runs), **paired_ratios(runs, fio))  # fmt: skip
     result.tables.append(t)
 
     # 4. Sequential 1 MiB writes (with the final fsync) and reads.
