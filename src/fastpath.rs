@@ -10,6 +10,7 @@ use pyo3::types::PyBytes;
 
 use crate::buffers::View;
 use crate::errors;
+use crate::sys;
 
 /// Reads of at least this size release the GIL for the copy.
 const RELEASE_GIL_FROM: usize = 64 * 1024;
@@ -201,15 +202,10 @@ unsafe fn fill_nowait(
             // no iovec to copy in and check (about 3 % of a 4 KiB read of tmpfs).
             // SAFETY: `at..at + left` are the writable bytes left (the caller's
             // contract).
-            unsafe { libc::pread(fd, at, left, pos) }
+            unsafe { sys::pread_raw(fd, at, left, pos) }
         } else {
-            let iov = libc::iovec {
-                iov_base: at,
-                iov_len: left,
-            };
-            // SAFETY: `iov` describes the `left` writable bytes left (the caller's
-            // contract).
-            unsafe { libc::preadv2(fd, &iov, 1, pos, flags) }
+            // SAFETY: as above.
+            unsafe { sys::preadv2_one(fd, at, left, pos, flags) }
         };
         if r < 0 {
             let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);

@@ -11,6 +11,52 @@ pub fn cvt(rc: libc::c_long) -> io::Result<libc::c_long> {
     }
 }
 
+/// `pread(fd, buf, len, offset)` as the bare system call: see `preadv2_one`.
+///
+/// # Safety
+/// `buf..buf + len` is writable memory that nothing else uses during the call.
+pub unsafe fn pread_raw(fd: RawFd, buf: *mut libc::c_void, len: usize, offset: i64) -> isize {
+    // SAFETY: the caller's contract; pread64 takes (fd, buf, count, pos).
+    unsafe { libc::syscall(libc::SYS_pread64, fd, buf, len, offset) as isize }
+}
+
+/// `preadv2(fd, [buf..buf + len], offset, flags)` as the bare system call. glibc's
+/// `pread` and `preadv2` are thread cancellation points: once the process has
+/// started a second thread (any thread pool, asyncio's default executor) glibc
+/// brackets each call with `__pthread_enable_asynccancel` and
+/// `__pthread_disable_asynccancel`. No ringio thread is cancelled with
+/// `pthread_cancel`, and these reads do not wait (RWF_NOWAIT, or a memory
+/// filesystem's pages), so the bare call does the same read without that cost.
+/// The offset goes in `pos_l` whole: a 64-bit kernel ignores `pos_h`.
+///
+/// # Safety
+/// `buf..buf + len` is writable memory that nothing else uses during the call.
+pub unsafe fn preadv2_one(
+    fd: RawFd,
+    buf: *mut libc::c_void,
+    len: usize,
+    offset: i64,
+    flags: libc::c_int,
+) -> isize {
+    let iov = libc::iovec {
+        iov_base: buf,
+        iov_len: len,
+    };
+    // SAFETY: `iov` describes the caller's writable bytes and outlives the call;
+    // preadv2 takes (fd, iov, iovcnt, pos_l, pos_h, flags).
+    unsafe {
+        libc::syscall(
+            libc::SYS_preadv2,
+            fd,
+            &iov as *const libc::iovec,
+            1,
+            offset,
+            0,
+            flags,
+        ) as isize
+    }
+}
+
 /// A non-blocking, close-on-exec eventfd.
 pub fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: eventfd has no memory arguments; a non-negative result is a new fd we own.
