@@ -45,7 +45,7 @@ impl LoopCore {
         // iterations with one connection (1.5 selects per request, counted).
         let mut signal_err: Option<PyErr> = None;
         let (raw, mut side, wakers, enter_err, interrupted, early_actions) = loop {
-            let ((ring_fd, registered), tokens, to_submit, flush_err, wait, skip_enter) = {
+            let ((ring_fd, enter_flags), tokens, to_submit, flush_err, wait, skip_enter) = {
                 let mut inner = self.lock();
                 if inner.closed {
                     return Err(PyRuntimeError::new_err("the loop core is closed"));
@@ -90,7 +90,13 @@ impl LoopCore {
                     }
                     return Ok(Vec::new());
                 }
-                let target = driver.engine.enter_target();
+                // The loop waits for sockets and timers, as `epoll_wait` does: not
+                // counted as iowait.
+                let (fd, registered) = driver.engine.enter_target();
+                let target = (
+                    fd,
+                    registered | crate::ring::enter::not_iowait(driver.engine.setup()),
+                );
                 // The sends that end at submission post their CQEs before the wait
                 // starts (two for one that fell short, which ends the wait at once):
                 // the wait asks for one CQE beyond them, when the CQ has room for
@@ -109,7 +115,7 @@ impl LoopCore {
                 return Err(errors::io_error(py, &e, None));
             }
             let block = wait > 0;
-            let flags = crate::ring::enter::IORING_ENTER_GETEVENTS | registered;
+            let flags = crate::ring::enter::IORING_ENTER_GETEVENTS | enter_flags;
             let t = if block { timeout } else { None };
             // EINTR: a signal arrived (its Python handler runs below); SQEs the kernel
             // had not consumed stay in the SQ and go in with the next enter.

@@ -300,7 +300,13 @@ impl WatcherRing {
             } => {
                 let (fd, flag) = RegisteredRing::target(registered.as_ref(), ring.as_raw_fd());
                 let to_submit = ring.submission().len() as u32;
-                let flags = IORING_ENTER_GETEVENTS | flag;
+                // A Watcher waits for sockets, as `epoll_wait` does: not iowait.
+                let not_iowait = if ring.params().is_feature_no_iowait() {
+                    crate::ring::enter::IORING_ENTER_NO_IOWAIT
+                } else {
+                    0
+                };
+                let flags = IORING_ENTER_GETEVENTS | flag | not_iowait;
                 let rc =
                     py.detach(move || crate::ring::enter::enter(fd, to_submit, 1, flags, timeout));
                 Self::own_collect(ring, cqes);
@@ -308,18 +314,21 @@ impl WatcherRing {
             }
             WatcherRing::Loop { ring, wid, fd, .. } => {
                 let pydriver = ring.get().inner();
-                let to_submit = {
+                let (to_submit, not_iowait) = {
                     let mut d = pydriver.driver();
                     if d.is_closed() || !d.engine.is_live() {
                         d.engine.take_watcher(*wid, cqes);
                         return Ok(());
                     }
-                    d.engine.sq_pending()
+                    (
+                        d.engine.sq_pending(),
+                        crate::ring::enter::not_iowait(d.engine.setup()),
+                    )
                 };
                 let fd = *fd;
-                let rc = py.detach(move || {
-                    crate::ring::enter::enter(fd, to_submit, 1, IORING_ENTER_GETEVENTS, timeout)
-                });
+                let flags = IORING_ENTER_GETEVENTS | not_iowait;
+                let rc =
+                    py.detach(move || crate::ring::enter::enter(fd, to_submit, 1, flags, timeout));
                 let mut d = pydriver.driver();
                 if !d.is_closed() && d.engine.is_live() {
                     d.engine.drain_aside()?;

@@ -8,6 +8,22 @@ use io_uring::types;
 
 pub const IORING_ENTER_GETEVENTS: u32 = 1;
 const IORING_ENTER_EXT_ARG: u32 = 8;
+/// The wait is not counted as iowait (Linux 6.15, `IORING_FEAT_NO_IOWAIT`; an older
+/// kernel refuses the flag with EINVAL). Without it Linux counts a thread waiting in
+/// `io_uring_enter` as in iowait whenever any of its requests is in flight: an event
+/// loop idle on its connections' armed receives shows its CPU at 100 % iowait,
+/// where a loop waiting in `epoll_wait` shows it idle.
+pub const IORING_ENTER_NO_IOWAIT: u32 = 1 << 7;
+
+/// `IORING_ENTER_NO_IOWAIT` where the kernel takes it, else 0: for the waits of an
+/// event loop or a Watcher, which wait for sockets and timers as `epoll_wait` does.
+pub fn not_iowait(setup: &super::setup::Setup) -> u32 {
+    if setup.no_iowait {
+        IORING_ENTER_NO_IOWAIT
+    } else {
+        0
+    }
+}
 
 /// Enters without waiting for completions: submits `to_submit` SQEs and (with
 /// GETEVENTS) runs deferred task work. A busy or interrupted kernel is not an error

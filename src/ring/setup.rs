@@ -22,6 +22,8 @@ pub struct Setup {
     pub sq_entries: u32,
     pub cq_entries: u32,
     pub defer_taskrun: bool,
+    /// The kernel takes `IORING_ENTER_NO_IOWAIT` (Linux 6.15).
+    pub no_iowait: bool,
 }
 
 /// The ring with the best flags the running kernel accepts: SINGLE_ISSUER +
@@ -68,6 +70,7 @@ fn build_attempt(opts: &Options, attempt: usize) -> io::Result<(IoUring, Setup)>
         sq_entries: ring.params().sq_entries(),
         cq_entries: ring.params().cq_entries(),
         defer_taskrun: defer,
+        no_iowait: ring.params().is_feature_no_iowait(),
     };
     Ok((ring, setup))
 }
