@@ -95,7 +95,7 @@ impl LoopCore {
                 let (fd, registered) = driver.engine.enter_target();
                 let target = (
                     fd,
-                    registered | crate::ring::enter::not_iowait(driver.engine.setup()),
+                    registered | crate::ring::enter::not_iowait(driver.engine.setup().no_iowait),
                 );
                 // The sends that end at submission post their CQEs before the wait
                 // starts (two for one that fell short, which ends the wait at once):

@@ -301,11 +301,8 @@ impl WatcherRing {
                 let (fd, flag) = RegisteredRing::target(registered.as_ref(), ring.as_raw_fd());
                 let to_submit = ring.submission().len() as u32;
                 // A Watcher waits for sockets, as `epoll_wait` does: not iowait.
-                let not_iowait = if ring.params().is_feature_no_iowait() {
-                    crate::ring::enter::IORING_ENTER_NO_IOWAIT
-                } else {
-                    0
-                };
+                let not_iowait =
+                    crate::ring::enter::not_iowait(ring.params().is_feature_no_iowait());
                 let flags = IORING_ENTER_GETEVENTS | flag | not_iowait;
                 let rc =
                     py.detach(move || crate::ring::enter::enter(fd, to_submit, 1, flags, timeout));
@@ -322,7 +319,7 @@ impl WatcherRing {
                     }
                     (
                         d.engine.sq_pending(),
-                        crate::ring::enter::not_iowait(d.engine.setup()),
+                        crate::ring::enter::not_iowait(d.engine.setup().no_iowait),
                     )
                 };
                 let fd = *fd;

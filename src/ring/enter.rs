@@ -13,12 +13,13 @@ const IORING_ENTER_EXT_ARG: u32 = 8;
 /// `io_uring_enter` as in iowait whenever any of its requests is in flight: an event
 /// loop idle on its connections' armed receives shows its CPU at 100 % iowait,
 /// where a loop waiting in `epoll_wait` shows it idle.
-pub const IORING_ENTER_NO_IOWAIT: u32 = 1 << 7;
+const IORING_ENTER_NO_IOWAIT: u32 = 1 << 7;
 
-/// `IORING_ENTER_NO_IOWAIT` where the kernel takes it, else 0: for the waits of an
-/// event loop or a Watcher, which wait for sockets and timers as `epoll_wait` does.
-pub fn not_iowait(setup: &super::setup::Setup) -> u32 {
-    if setup.no_iowait {
+/// `IORING_ENTER_NO_IOWAIT` where the kernel takes it (`supported`: the ring's
+/// `IORING_FEAT_NO_IOWAIT`), else 0: for the waits of an event loop or a Watcher,
+/// which wait for sockets and timers as `epoll_wait` does.
+pub fn not_iowait(supported: bool) -> u32 {
+    if supported {
         IORING_ENTER_NO_IOWAIT
     } else {
         0
