@@ -5,6 +5,7 @@ Runs use ``--smoke`` (tiny counts) so the whole file takes a few seconds.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import sys
@@ -67,13 +68,52 @@ def test_paired_ratios_take_each_rounds_ratio() -> None:
     assert files.paired_ratios([1.0], []) == {}
 
 
+def test_ratio_in_process_compares_the_two_loops_pass_by_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A clock that only the passes move: the plain loop's take 1.0, the
+    # contender's 2.0 in every pair but one slower outlier, which the median leaves
+    # out. The pairs alternate which runs first; each ratio is plain / contender.
+    from ringio.bench.workloads import _files_random
+
+    now = [0.0]
+    order: list[str] = []
+
+    class Plain:
+        def open(self, paths: list[str]) -> None:
+            assert paths == ["the file"]
+
+        def read_stream(self, i: int, size: int, offsets: list[int], depth: int) -> int:
+            assert (i, size, offsets, depth) == (0, 4096, [0, 4096], 1)
+            now[0] += 1.0
+            order.append("plain")
+            return size * len(offsets)
+
+        def close(self) -> None:
+            order.append("closed")
+
+        def stop(self) -> None:
+            pass
+
+    async def mine() -> None:
+        now[0] += 50.0 if order.count("mine") == 5 else 2.0
+        order.append("mine")
+
+    monkeypatch.setattr(_files_random, "make_contender", lambda name, depth: Plain())
+    monkeypatch.setattr(_files_random.time, "perf_counter", lambda: now[0])
+    ratio = asyncio.run(_files_random._ratio_in_process(mine, "the file", 4096, [0, 4096], 0.0))
+    assert ratio == pytest.approx(0.5)
+    pairs = order[2:-1]  # after the warm-up passes, before the close
+    assert order[:2] == ["plain", "mine"] and order[-1] == "closed"
+    assert len(pairs) == 2 * _files_random.MIN_PAIRS
+    assert pairs[:4] == ["mine", "plain", "plain", "mine"]
+
+
 def test_files_smoke_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Two rounds: each contender's cell is the median of its runs.
-    monkeypatch.setattr(
-        files, "SMOKE", dataclasses.replace(files.SMOKE, direct_rounds=2, rounds=2)
-    )
+    monkeypatch.setattr(files, "SMOKE", dataclasses.replace(files.SMOKE, direct_rounds=2, rounds=2))
     # Every small-files worker keeps its heap (the same for every contender); no
     # other worker's environment is changed.
     envs: list[tuple[str, object]] = []
@@ -140,6 +180,11 @@ def test_files_smoke_run(
         assert r["ratio_vs_baseline"] is not None, r  # every depth against qd 1
         if r["contender"] != "os.pread":  # and against os.pread's run in each round
             assert m["paired_ratio_min"] <= m["paired_ratio"] <= m["paired_ratio_max"], r
+        if r["contender"].startswith("ringio.open[uring]"):  # one thread: paired in-process
+            lo, mid, hi = (m[f"in_process_ratio{s}"] for s in ("_min", "", "_max"))
+            assert 0 < lo <= mid <= hi, r
+        if r["contender"] == "os.pread":
+            assert "in_process_ratio" not in m, r
     for t in tables:  # every table's cells: medians of the rounds, with their spread
         for r in t["rows"]:
             m, metric = r["metrics"], t["metric"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,7 +20,15 @@ from ._files_contenders import (
     RingioOpenFiles,
     cpu_seconds,
     make_contender,
+    thread_count,
 )
+
+# The plain loop every cached-read ratio is against (files.PREAD_BASELINE).
+PREAD_CONTENDER = "os.pread"
+# The in-process pairing (`pread_in_process`): pairs of one pass over the offsets
+# by the plain loop and one by the contender, the two in turn, at least this many,
+# and for at least twice the run's `min_seconds`.
+MIN_PAIRS = 20
 
 
 def _offsets(file_size: int, ops: int, block: int, seed: int = 42) -> list[int]:
@@ -40,13 +49,17 @@ def rand_read(spec: dict[str, Any]) -> dict[str, Any]:
     size = os.path.getsize(path)
     rates: dict[str, float] = {}
     cpu: dict[str, float] = {}
+    in_process: dict[str, float] = {}
+    pair = spec.get("pread_in_process", False) and not direct
     for depth in spec["depths"]:
         offsets = _offsets(size, ops, block)
         c = make_contender(spec["contender"], depth)
         if isinstance(c, AsyncFiles):
-            rate, cpu_us = c.run(
-                _rand_read_async(c, path, block, offsets, depth, direct, min_seconds)
+            rate, cpu_us, ratio = c.run(
+                _rand_read_async(c, path, block, offsets, depth, direct, min_seconds, pair)
             )
+            if ratio is not None:
+                in_process[str(depth)] = ratio
         else:
             if direct:
                 raise WorkerSkipped("O_DIRECT variant only for ringio")
@@ -58,18 +71,24 @@ def rand_read(spec: dict[str, Any]) -> dict[str, Any]:
             c.close()
             c.stop()
         rates[str(depth)], cpu[str(depth)] = rate, cpu_us
-    return {"ops_per_s": rates, "cpu_us": cpu}
+    result: dict[str, Any] = {"ops_per_s": rates, "cpu_us": cpu}
+    if in_process:
+        result["pread_ratio_in_process"] = in_process
+    return result
 
 
 async def _rand_read_async(
     c: AsyncFiles, path: str, block: int, offsets: list[int], depth: int, direct: bool,
-    min_seconds: float,
-) -> tuple[float, float]:  # fmt: skip
+    min_seconds: float, pair: bool = False,
+) -> tuple[float, float, float | None]:  # fmt: skip
+    """(ops/s, CPU µs per read) of `depth` tasks reading `offsets`; with `pair`,
+    also their rate over the plain os.pread loop's in this process (see
+    `_ratio_in_process`), else None."""
     if direct and not isinstance(c, (RingioFiles, RingioOpenFiles)):
         raise WorkerSkipped("O_DIRECT variant only for ringio")
     await c.open([path], direct=direct)
     if isinstance(c, RingioOpenFiles) and c.many.endswith("_many"):
-        return await _rand_read_many(c, block, offsets, depth, min_seconds)
+        return (*await _rand_read_many(c, block, offsets, depth, min_seconds), None)
     workers: list[Callable[[list[int]], Awaitable[Any]]] = []
     for _ in range(depth):
         if isinstance(c, AiofilesFiles):
@@ -101,14 +120,61 @@ async def _rand_read_async(
             workers.append(read_into)
         else:
             workers.append(lambda offs: c.read_offsets(0, block, offs))
-    shares = [offsets[w::depth] for w in range(depth)]
-    result = await _rate(
-        lambda: asyncio.gather(*(workers[w](shares[w]) for w in range(depth))),
-        len(offsets), min_seconds, warm_up=not direct,
-    )  # fmt: skip
+
+    def reads_of(part: list[int]) -> Callable[[], Awaitable[Any]]:
+        shares = [part[w::depth] for w in range(depth)]
+        return lambda: asyncio.gather(*(workers[w](shares[w]) for w in range(depth)))
+
+    rate, cpu_us = await _rate(reads_of(offsets), len(offsets), min_seconds, warm_up=not direct)
+    ratio = None
+    if pair and thread_count() == 1:
+        ratio = await _ratio_in_process(reads_of(offsets), path, block, offsets, 2 * min_seconds)
     await c.close()
     await c.stop()
-    return result
+    return rate, cpu_us, ratio
+
+
+async def _ratio_in_process(
+    mine: Callable[[], Awaitable[Any]], path: str, block: int, offsets: list[int],
+    min_seconds: float,
+) -> float:  # fmt: skip
+    """The median, over pairs of passes over `offsets`, of the plain os.pread loop's
+    time divided by the contender's (`mine`, the pass the run timed), the two run in
+    turn in this process, which first alternating: at least `MIN_PAIRS` pairs and
+    `min_seconds`.
+
+    Runs seconds apart, even in one process, move with the host by more than a
+    tenth here; two passes a few milliseconds apart share its state, so their ratio
+    keeps the difference between the two codes. Only while the process has one
+    thread: with a second one, glibc brackets every pread with the
+    asynchronous-cancellation calls, and the plain loop would run slower here than
+    in its own process."""
+    plain = make_contender(PREAD_CONTENDER, 1)
+    plain.open([path])
+    try:
+        plain.read_stream(0, block, offsets, 1)  # both warm
+        await mine()
+        ratios: list[float] = []
+        start = time.perf_counter()
+        while len(ratios) < MIN_PAIRS or time.perf_counter() - start < min_seconds:
+            if len(ratios) % 2:
+                t0 = time.perf_counter()
+                plain.read_stream(0, block, offsets, 1)
+                t1 = time.perf_counter()
+                await mine()
+                t2 = time.perf_counter()
+                ratios.append((t1 - t0) / (t2 - t1))
+            else:
+                t0 = time.perf_counter()
+                await mine()
+                t1 = time.perf_counter()
+                plain.read_stream(0, block, offsets, 1)
+                t2 = time.perf_counter()
+                ratios.append((t2 - t1) / (t1 - t0))
+        return statistics.median(ratios)
+    finally:
+        plain.close()
+        plain.stop()
 
 
 async def _rand_read_many(

@@ -338,7 +338,14 @@ def run(options: Options) -> WorkloadResult:
             "contender in turn, each cell the median (min-max beside it). cpu_us: the "
             "process's CPU time per read. paired_ratio: the median of each round's "
             "ratio to that round's os.pread (min-max beside it), from which the host's "
-            "drift between rounds cancels."
+            "drift between rounds cancels. in_process_ratio (ringio's rows): the median "
+            "over rounds of each round's ratio to os.pread measured inside the "
+            "contender's process: the median, over pairs of a pass over the offsets by "
+            "the plain loop and one by the contender run in turn (at least 20 pairs and "
+            "twice the run's time), of the pair's ratio; passes milliseconds apart see "
+            "the same host, where runs seconds apart moved by more than a tenth. Left "
+            "out where the process had a second thread, in which glibc's pread costs "
+            "more."
         ),
     )  # fmt: skip
     open_names = [n.replace("ringio[", "ringio.open[") for n in ringio_names]
@@ -346,7 +353,8 @@ def run(options: Options) -> WorkloadResult:
         ((c,), c, {"kind": "rand_read", "path": data["rand"], "block": 4096,
                    "ops": scale.rand_ops,
                    "depths": [1] if c in ("open()", PREAD_BASELINE) else list(scale.depths),
-                   "min_seconds": scale.rand_seconds})
+                   "min_seconds": scale.rand_seconds,
+                   "pread_in_process": c.startswith("ringio")})
         for c in [PREAD_BASELINE, *names, *open_names]
     ]  # fmt: skip
 
@@ -361,6 +369,11 @@ def run(options: Options) -> WorkloadResult:
                 ]
                 mine = [r["ops_per_s"] for r in per_depth]
                 pairs = paired_ratios(mine, base) if c != PREAD_BASELINE else {}
+                local = [r.get("pread_ratio_in_process", {}).get(d) for r in runs]
+                if local and None not in local:
+                    pairs["in_process_ratio"] = statistics.median(local)
+                    pairs["in_process_ratio_min"] = min(local)
+                    pairs["in_process_ratio_max"] = max(local)
                 t.add(c, {"qd": int(d)}, **medians(per_depth, "ops_per_s"), **pairs)
         result.tables.append(t)
 
