@@ -99,7 +99,7 @@ def test_ratio_in_process_compares_the_two_loops_pass_by_pass(
         now[0] += 50.0 if order.count("mine") == 5 else 2.0
         order.append("mine")
 
-    monkeypatch.setattr(_files_random, "make_contender", lambda name, depth: Plain())
+    monkeypatch.setattr(_files_random, "PreadFiles", Plain)
     monkeypatch.setattr(_files_random.time, "perf_counter", lambda: now[0])
     ratio = asyncio.run(_files_random._ratio_in_process(mine, "the file", 4096, [0, 4096], 0.0))
     assert ratio == pytest.approx(0.5)

@@ -16,6 +16,7 @@ from ..worker import WorkerSkipped
 from ._files_contenders import (
     AiofilesFiles,
     AsyncFiles,
+    PreadFiles,
     RingioFiles,
     RingioOpenFiles,
     cpu_seconds,
@@ -23,8 +24,6 @@ from ._files_contenders import (
     thread_count,
 )
 
-# The plain loop every cached-read ratio is against (files.PREAD_BASELINE).
-PREAD_CONTENDER = "os.pread"
 # The in-process pairing (`pread_in_process`): pairs of one pass over the offsets
 # by the plain loop and one by the contender, the two in turn, at least this many,
 # and for at least twice the run's `min_seconds`.
@@ -140,8 +139,8 @@ async def _ratio_in_process(
 ) -> float:  # fmt: skip
     """The median, over pairs of passes over `offsets`, of the plain os.pread loop's
     time divided by the contender's (`mine`, the pass the run timed), the two run in
-    turn in this process, which first alternating: at least `MIN_PAIRS` pairs and
-    `min_seconds`.
+    turn in this process, the one that goes first alternating from pair to pair: at
+    least `MIN_PAIRS` pairs and `min_seconds`.
 
     Runs seconds apart, even in one process, move with the host by more than a
     tenth here; two passes a few milliseconds apart share its state, so their ratio
@@ -149,7 +148,7 @@ async def _ratio_in_process(
     thread: with a second one, glibc brackets every pread with the
     asynchronous-cancellation calls, and the plain loop would run slower here than
     in its own process."""
-    plain = make_contender(PREAD_CONTENDER, 1)
+    plain = PreadFiles()  # the os.pread contender, every cached-read ratio's baseline
     plain.open([path])
     try:
         plain.read_stream(0, block, offsets, 1)  # both warm
