@@ -51,7 +51,8 @@ from pathlib import Path
 from ringio.bench.netpeers import children_cpu, process_cpu
 from ringio.bench.workloads import http
 
-# The shared object that holds each loop's native code (perf's dso names).
+# The shared object that holds each loop's native code (perf's dso names); a loop
+# not named here (asyncio's own) has none, and its share is 0.
 LOOP_DSO = {"ringio": "_core.cpython", "uvloop": "loop.cpython", "rloop": "_rloop"}
 CELLS = (
     "uvicorn:/:1,uvicorn:/json:1,aiohttp:/:1,aiohttp:/:100,aiohttp:/json:1,aiohttp:/json:100,"
@@ -142,7 +143,7 @@ def measure(
 
 
 def server_split(
-    port: int, route: str, conns: int, pid: int, dso: str, out: Path, cpus: set[int]
+    port: int, route: str, conns: int, pid: int, dso: str | None, out: Path, cpus: set[int]
 ) -> dict[str, float]:
     """The fractions of the server's CPU samples in `dso` ("loop"), in the kernel
     ("kernel") and elsewhere in user space ("rest": the framework, the
@@ -165,7 +166,10 @@ def server_split(
         parts = line.split(None, 1)
         if len(parts) != 2 or not parts[0].isdigit():
             continue
-        where = "loop" if dso in parts[1] else "kernel" if "[kernel" in parts[1] else "rest"
+        if dso is not None and dso in parts[1]:
+            where = "loop"
+        else:
+            where = "kernel" if "[kernel" in parts[1] else "rest"
         samples[where] += int(parts[0])
     total = sum(samples.values())
     if total == 0:
@@ -203,7 +207,7 @@ def run_cell(args: argparse.Namespace, cell: str, tmp: Path) -> None:
             for name in loops:
                 proc, port = servers[name]
                 out = tmp / f"http_ceiling-{name}.data"
-                dso = LOOP_DSO.get(name, name)
+                dso = LOOP_DSO.get(name)
                 shares[name] = server_split(port, route, conns, proc.pid, dso, out, client_cpus)
     finally:
         for proc, _ in servers.values():
