@@ -120,14 +120,15 @@ async def _rand_read_async(
         else:
             workers.append(lambda offs: c.read_offsets(0, block, offs))
 
-    def reads_of(part: list[int]) -> Callable[[], Awaitable[Any]]:
-        shares = [part[w::depth] for w in range(depth)]
-        return lambda: asyncio.gather(*(workers[w](shares[w]) for w in range(depth)))
+    shares = [offsets[w::depth] for w in range(depth)]
 
-    rate, cpu_us = await _rate(reads_of(offsets), len(offsets), min_seconds, warm_up=not direct)
+    def every_offset() -> Awaitable[Any]:
+        return asyncio.gather(*(workers[w](shares[w]) for w in range(depth)))
+
+    rate, cpu_us = await _rate(every_offset, len(offsets), min_seconds, warm_up=not direct)
     ratio = None
     if pair and thread_count() == 1:
-        ratio = await _ratio_in_process(reads_of(offsets), path, block, offsets, 2 * min_seconds)
+        ratio = await _ratio_in_process(every_offset, path, block, offsets, 2 * min_seconds)
     await c.close()
     await c.stop()
     return rate, cpu_us, ratio
